@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# One-command set-up for this workspace (Debian 12-class Linux, x86-64).
+#
+#   ./setup.sh          everything the default (CPU) build and its tests need
+#   ./setup.sh --cuda   the same, and also checks the CUDA 13 toolkit and NCCL that
+#                       `bazel build --config=cuda` compiles against
+#
+# What it does, in order, stopping with a message at the first missing prerequisite and
+# before it has changed anything:
+#   1. checks the platform, Python (>= 3.8, with pip) and, with --cuda, /usr/local/cuda;
+#   2. installs the missing Debian packages (Bazel 4.2, GCC, Abseil, SentencePiece,
+#      GoogleTest, Gloo) with apt-get, as root or through sudo;
+#   3. fetches the pinned PyPI wheels (torch==2.11.0 and the two CUDA runtime libraries that
+#      libtorch_cpu.so itself links: libcudart.so.13 and libcupti.so.13), checks their
+#      sha256, keeps them in ~/.cache/varuna/wheels so fresh clones do not download again,
+#      and unpacks LibTorch into .deps/site-packages (git-ignored; a site-packages layout so
+#      torch's own RPATH finds the CUDA runtime libraries beside it).
+# Re-running it changes nothing that is already in place and prints only the summary.
+#
+# Environment overrides (mostly for tests): PYTHON (default python3), CUDA_HOME (default
+# /usr/local/cuda), VARUNA_DEPS_DIR (default <repo>/.deps), VARUNA_CACHE_DIR (default
+# ${XDG_CACHE_HOME:-~/.cache}/varuna).
+set -euo pipefail
+
+readonly ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly DEPS_DIR=${VARUNA_DEPS_DIR:-$ROOT/.deps}
+readonly CACHE_DIR=${VARUNA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/varuna}
+readonly PYTHON=${PYTHON:-python3}
+readonly CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+readonly BAZEL_CUDA_PATH=/usr/local/cuda  # what WORKSPACE's @cuda repository reads
+
+readonly TORCH_VERSION=2.11.0
+readonly TORCH_NCCL_VERSION=2.28.9  # torch 2.11.0 pins nvidia-nccl-cu13==2.28.9
+readonly TORCH_CUDA_MAJOR=13
+# name==version sha256 file. The torch wheel is the cp311 one; its C++ libraries are the
+# same for every Python version, and nothing here is installed into a Python.
+readonly WHEELS=(
+  "torch==2.11.0 7aa2f9bbc6d4595ba72138026b2074be1233186150e9292865e04b7a63b8c67a torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+  "nvidia-cuda-runtime==13.0.96 7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548 nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+  "nvidia-cuda-cupti==13.0.85 4eb01c08e859bf924d222250d2e8f8b8ff6d3db4721288cf35d14252a4d933c8 nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl"
+)
+readonly APT_PACKAGES=(bazel-bootstrap g++ libabsl-dev libsentencepiece-dev sentencepiece
+  libgtest-dev libgloo-dev)
+
+want_cuda=0
+for arg in "$@"; do
+  case "$arg" in
+    --cuda) want_cuda=1 ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$arg'; the only option is --cuda (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+die() {
+  echo "setup.sh: $*" >&2
+  exit 1
+}
+
+# ---- 1. prerequisites that set-up cannot install ------------------------------------------
+
+[[ "$(uname -s)" == Linux && "$(uname -m)" == x86_64 ]] ||
+  die "this workspace builds on x86-64 Linux only (found $(uname -s) $(uname -m))."
+[[ -f /etc/debian_version ]] && command -v dpkg-query > /dev/null ||
+  die "this set-up installs Debian packages with apt-get, and /etc/debian_version or dpkg-query is missing. Use Debian 12 (bookworm) or a derivative."
+
+command -v "$PYTHON" > /dev/null ||
+  die "Python not found ('$PYTHON'). Install it with: apt-get install python3 python3-pip (or set PYTHON=/path/to/python3)."
+py_version=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2> /dev/null) ||
+  die "'$PYTHON' does not run as a Python interpreter. Set PYTHON=/path/to/python3 (3.8 or newer)."
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 8) else 1)' ||
+  die "'$PYTHON' is Python $py_version; set-up needs Python 3.8 or newer with pip (to fetch the torch wheel). Install python3 >= 3.8 or set PYTHON=/path/to/python3."
+"$PYTHON" -m pip --version > /dev/null 2>&1 ||
+  die "'$PYTHON' has no pip. Install it with: apt-get install python3-pip (or: $PYTHON -m ensurepip)."
+
+cuda_summary="not found at $CUDA_HOME (only --config=cuda needs it)"
+if [[ -x "$CUDA_HOME/bin/nvcc" ]]; then
+  nvcc_release=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+  nccl_header=$CUDA_HOME/include/nccl.h
+  nccl_version=unknown
+  if [[ -f "$nccl_header" ]]; then
+    nccl_version=$(awk '/#define NCCL_(MAJOR|MINOR|PATCH) /{v[$2]=$3} END{print v["NCCL_MAJOR"]"."v["NCCL_MINOR"]"."v["NCCL_PATCH"]}' "$nccl_header")
+  fi
+  cuda_summary="CUDA $nvcc_release, NCCL $nccl_version at $CUDA_HOME"
+fi
+if ((want_cuda)); then
+  [[ -x "$CUDA_HOME/bin/nvcc" ]] ||
+    die "--cuda: no CUDA toolkit at $CUDA_HOME (no bin/nvcc). Install the CUDA $TORCH_CUDA_MAJOR toolkit there (NVIDIA's Debian repository, or the nvidia-cuda-nvcc wheels), or set CUDA_HOME; or drop --cuda for a CPU-only build."
+  [[ "${nvcc_release%%.*}" == "$TORCH_CUDA_MAJOR" ]] ||
+    die "--cuda: $CUDA_HOME has CUDA $nvcc_release, but torch $TORCH_VERSION is built with CUDA $TORCH_CUDA_MAJOR. Install the CUDA $TORCH_CUDA_MAJOR toolkit."
+  [[ -f "$CUDA_HOME/include/nccl.h" ]] ||
+    die "--cuda: no NCCL headers at $CUDA_HOME/include/nccl.h. Install NCCL $TORCH_NCCL_VERSION (the nvidia-nccl-cu13 wheel's include/ and lib/) into $CUDA_HOME."
+  [[ "$nccl_version" == "$TORCH_NCCL_VERSION" ]] ||
+    die "--cuda: $CUDA_HOME has NCCL $nccl_version, but torch $TORCH_VERSION runs NCCL $TORCH_NCCL_VERSION; compiling against other NCCL headers than the library that runs is not allowed. Install NCCL $TORCH_NCCL_VERSION."
+  [[ -e "$CUDA_HOME/lib/libnccl.so.2" || -e "$CUDA_HOME/lib64/libnccl.so.2" ]] ||
+    die "--cuda: no libnccl.so.2 in $CUDA_HOME/lib or lib64. Install NCCL $TORCH_NCCL_VERSION there."
+  if [[ "$(cd "$CUDA_HOME" && pwd -P)" != "$(cd "$BAZEL_CUDA_PATH" 2> /dev/null && pwd -P)" ]]; then
+    die "--cuda: Bazel reads the toolkit from $BAZEL_CUDA_PATH, which is not $CUDA_HOME. Link it: ln -s $CUDA_HOME $BAZEL_CUDA_PATH"
+  fi
+fi
+
+# ---- 2. Debian packages ----------------------------------------------------------------------
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2> /dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  command -v apt-get > /dev/null ||
+    die "missing Debian packages (${missing[*]}) and no apt-get to install them. Install them by hand."
+  sudo=()
+  if ((EUID != 0)); then
+    command -v sudo > /dev/null ||
+      die "missing Debian packages (${missing[*]}); installing them needs root. Re-run as root, or install sudo."
+    sudo=(sudo)
+  fi
+  echo "setup: installing Debian packages: ${missing[*]}"
+  apt_log=$(mktemp)
+  if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q > "$apt_log" 2>&1 ||
+    ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${missing[@]}" >> "$apt_log" 2>&1; then
+    tail -n 5 "$apt_log" >&2
+    rm -f "$apt_log"
+    die "apt-get could not install ${missing[*]} (output above). Check access to Debian's package archive (network, proxy, /etc/apt/sources.list) and re-run."
+  fi
+  rm -f "$apt_log"
+fi
+
+# ---- 3. LibTorch from the PyPI wheels ------------------------------------------------------------
+
+site=$DEPS_DIR/site-packages
+stamp_want=$(printf '%s\n' "${WHEELS[@]}")
+if [[ ! -f "$site/.varuna-stamp" || "$(cat "$site/.varuna-stamp")" != "$stamp_want" ]]; then
+  mkdir -p "$CACHE_DIR/wheels" "$DEPS_DIR"
+  for entry in "${WHEELS[@]}"; do
+    read -r spec sha file <<< "$entry"
+    cached=$CACHE_DIR/wheels/$file
+    if [[ -f "$cached" ]] && [[ "$(sha256sum "$cached" | cut -d' ' -f1)" == "$sha" ]]; then
+      continue
+    fi
+    echo "setup: downloading $spec from PyPI"
+    tmp=$(mktemp -d "$CACHE_DIR/wheels/.download.XXXXXX")
+    # The platform tags name the manylinux levels these wheels carry; --no-deps keeps the
+    # other CUDA wheels (cuBLAS, cuDNN, NCCL, ...) out: the CPU build does not load them.
+    if ! "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp" "$spec"; then
+      rm -rf "$tmp"
+      die "pip could not download $spec. Check access to PyPI (network, proxy, pip.conf) and re-run."
+    fi
+    got=$(sha256sum "$tmp/$file" 2> /dev/null | cut -d' ' -f1 || true)
+    if [[ "$got" != "$sha" ]]; then
+      rm -rf "$tmp"
+      die "$file from PyPI has sha256 '${got:-<no such file>}', expected $sha. Not using it; re-run, or check for a proxy rewriting downloads."
+    fi
+    mv "$tmp/$file" "$cached"
+    rm -rf "$tmp"
+  done
+  echo "setup: unpacking LibTorch $TORCH_VERSION into $site"
+  rm -rf "$site.partial"
+  "$PYTHON" - "$CACHE_DIR/wheels" "$site.partial" "${WHEELS[@]}" << 'EOF'
+import os, sys, zipfile
+cache, dest, entries = sys.argv[1], sys.argv[2], sys.argv[3:]
+# torch: headers, CMake files and the C++ libraries (not the Python bindings);
+# CUDA wheels: only the two libraries libtorch_cpu.so lists as NEEDED.
+keep = lambda n: (
+    (n.startswith(("torch/include/", "torch/share/")) and not n.endswith("/"))
+    or (n.startswith("torch/lib/lib") and ".so" in n and "libtorch_python" not in n)
+    or n in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcupti.so.13"))
+for entry in entries:
+    with zipfile.ZipFile(os.path.join(cache, entry.split()[2])) as z:
+        for info in z.infolist():
+            if keep(info.filename):
+                z.extract(info, dest)
+                if ".so" in info.filename:
+                    os.chmod(os.path.join(dest, info.filename), 0o755)
+EOF
+  echo "$stamp_want" > "$site.partial/.varuna-stamp"
+  rm -rf "$site"
+  mv "$site.partial" "$site"
+fi
+
+# ---- summary ---------------------------------------------------------------------------------
+
+pkg_version() { dpkg-query -W -f='${Version}' "$1" 2> /dev/null || echo "not installed"; }
+echo "setup: ready."
+echo "  Bazel $(pkg_version bazel-bootstrap), $(g++ --version | head -n1)"
+echo "  Abseil $(pkg_version libabsl-dev), SentencePiece $(pkg_version libsentencepiece-dev), GoogleTest $(pkg_version libgtest-dev), Gloo $(pkg_version libgloo-dev)"
+echo "  LibTorch $TORCH_VERSION (PyPI wheel, C++11 ABI) in $site; Python $py_version used to fetch it"
+echo "  CUDA: $cuda_summary"

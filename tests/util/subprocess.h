@@ -1,0 +1,59 @@
+// Test helper: runs worker processes with a hard deadline, for multi-process tests.
+//
+// A multi-process test re-executes its own binary in a worker role:
+//   parent:  Spawn({SelfPath(), "--worker=allreduce", "--rank=0", ...}, log)  (xN)
+//            WaitAll(processes, deadline)  -> exit status and output of each
+//   worker:  main() sees WorkerArgs and runs the role instead of the gtest suite.
+// Every worker still running at the deadline is killed (SIGKILL), so a hang fails the test
+// instead of the CI run.
+#ifndef VARUNA_TESTS_UTIL_SUBPROCESS_H_
+#define VARUNA_TESTS_UTIL_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace varuna::testing {
+
+// Absolute path of the running binary.
+std::string SelfPath();
+
+// A free TCP port on 127.0.0.1 at the time of the call.
+int FreePort();
+
+struct Process {
+  pid_t pid = -1;
+  std::string log_path;  // stdout and stderr, merged
+};
+
+// Starts argv[0] with argv, output to log_path, extra_env added to the environment.
+// Aborts the test program if fork or exec fails.
+Process Spawn(const std::vector<std::string>& argv, const std::string& log_path,
+              const std::map<std::string, std::string>& extra_env = {});
+
+struct ExitInfo {
+  bool exited = false;     // exited normally, with `code`
+  int code = -1;
+  int signal = 0;          // killed by this signal (SIGKILL if it ran past the deadline)
+  bool timed_out = false;  // still running at the deadline
+  double seconds = 0;      // from WaitAll's start until it ended
+  std::string output;      // its log
+};
+
+// Waits for every process, killing those still running `deadline` after the call.
+std::vector<ExitInfo> WaitAll(const std::vector<Process>& processes,
+                              std::chrono::milliseconds deadline);
+
+// "rank 2: exit 3 after 1.2 s\n<log>" for each process, for failure messages.
+std::string Describe(const std::vector<ExitInfo>& exits);
+
+// The `--key=value` arguments of a worker invocation; nullopt unless --worker=... is given.
+std::optional<std::map<std::string, std::string>> WorkerArgs(int argc, char** argv);
+
+}  // namespace varuna::testing
+
+#endif  // VARUNA_TESTS_UTIL_SUBPROCESS_H_

@@ -1,0 +1,97 @@
+// ProcessGroup: a set of ranks that exchange tensors, and the only way the engine
+// communicates. Two implementations exist: Gloo for CPU tensors (gloo_process_group.cc) and
+// NCCL for CUDA tensors (nccl_process_group.cc); World creates both.
+//
+// Contract, for every implementation:
+// - Collectives (AllReduceSum, Broadcast, Barrier) must be called by every member, in the
+//   same order, from one thread at a time. Point-to-point calls (Send, Recv) may be issued
+//   from any thread, concurrently with collectives; two transfers between the same pair of
+//   ranks with the same tag must not be in flight at once.
+// - Completion: when a call (or Work::Wait) returns OK, the result is visible to the
+//   caller's next work on the tensor's device. For CPU tensors the bytes are in memory; for
+//   CUDA tensors, work queued on the current CUDA stream afterwards sees them.
+// - Failure: an operation that exceeds the group's timeout returns DeadlineExceeded; one
+//   whose peer fails (a killed process, a closed connection) returns Unavailable, usually
+//   long before the timeout. Either way the message names the operation, the group and the
+//   peer. After a failure the group is broken: every later call returns FailedPrecondition,
+//   since members may disagree on which operations completed. Bad arguments (wrong device,
+//   rank out of range, unsupported dtype) return InvalidArgument and do not break the group.
+// - Tensors must be dense and contiguous; they are read and written in place.
+#ifndef VARUNA_COMM_PROCESS_GROUP_H_
+#define VARUNA_COMM_PROCESS_GROUP_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace varuna::comm {
+
+// The library that moves a group's bytes.
+enum class Backend {
+  kGloo,  // CPU tensors, over TCP.
+  kNccl,  // CUDA tensors, one GPU per rank.
+};
+
+inline const char* BackendName(Backend backend) {
+  return backend == Backend::kGloo ? "gloo" : "nccl";
+}
+
+// A point-to-point transfer in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+
+  // Blocks until the transfer is complete (see "Completion" above) and returns OK, or
+  // returns why it failed. Returns the same result if called again.
+  virtual absl::Status Wait() = 0;
+};
+
+// A transfer whose outcome was known when it was started (an argument error, say).
+class CompletedWork final : public Work {
+ public:
+  explicit CompletedWork(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait() override { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  // This process's rank within the group, in [0, size()).
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Backend backend() const = 0;
+  // World rank of each member, indexed by group rank.
+  virtual const std::vector<int>& members() const = 0;
+  // "gloo group 2 [0,2,4] rank 1", for messages.
+  virtual const std::string& name() const = 0;
+
+  // Starts sending `tensor` to group rank `dst`. The receiver's Recv with the same tag
+  // must name a tensor of the same byte size. `tensor` must stay alive and unmodified until
+  // Wait() returns. Argument errors are reported by Wait().
+  virtual std::unique_ptr<Work> Send(const at::Tensor& tensor, int dst, int tag) = 0;
+
+  // Starts receiving into `tensor` from group rank `src`; see Send.
+  virtual std::unique_ptr<Work> Recv(at::Tensor& tensor, int src, int tag) = 0;
+
+  // Replaces `tensor` on every member by the elementwise sum over all members.
+  virtual absl::Status AllReduceSum(at::Tensor& tensor) = 0;
+
+  // Replaces `tensor` on every member by its value on group rank `root`.
+  virtual absl::Status Broadcast(at::Tensor& tensor, int root) = 0;
+
+  // Returns once every member has entered Barrier.
+  virtual absl::Status Barrier() = 0;
+};
+
+}  // namespace varuna::comm
+
+#endif  // VARUNA_COMM_PROCESS_GROUP_H_

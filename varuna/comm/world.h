@@ -1,0 +1,87 @@
+// World: this process's membership in a distributed job. It owns the rendezvous (a c10d
+// TCP store), the Gloo backend, and the creation of process groups, so that all groups are
+// made in one place and in the same order on every rank.
+//
+// Thread safety: NewGroup must be called from one thread; the groups it returns follow
+// ProcessGroup's contract. Groups may outlive the World.
+#ifndef VARUNA_COMM_WORLD_H_
+#define VARUNA_COMM_WORLD_H_
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varuna/comm/gloo_backend.h"
+#include "varuna/comm/process_group.h"
+
+namespace varuna::comm {
+
+struct WorldOptions {
+  // This process's rank in [0, world_size), and the number of processes in the job.
+  int rank = 0;
+  int world_size = 1;
+  // Where the rendezvous store listens (MASTER_ADDR, MASTER_PORT).
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // By default rank 0 serves the store. True when another process (a launcher, a test)
+  // already serves it at master_addr:master_port; then every rank is a client.
+  bool store_is_external = false;
+  // Backend of the world group.
+  Backend backend = Backend::kGloo;
+  // Limit for joining, for creating a group, and for each operation of every group.
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  // Address other ranks reach this one's Gloo connections at. Empty: 127.0.0.1 when
+  // master_addr is a loopback address, else this host's name.
+  std::string gloo_address;
+  // CUDA device of this rank's NCCL groups (usually the local rank).
+  int cuda_device = 0;
+};
+
+class World {
+ public:
+  // Joins the job: connects to the store (rank 0 starts it unless store_is_external),
+  // checks that all ranks agree on world_size, waits until all world_size ranks have
+  // joined, and creates the world group. Errors: InvalidArgument for bad options;
+  // DeadlineExceeded naming the ranks that did not join within options.timeout;
+  // FailedPrecondition if ranks disagree on the world size; Unavailable if the store cannot
+  // be reached or served.
+  static absl::StatusOr<std::unique_ptr<World>> Join(const WorldOptions& options);
+
+  int rank() const { return options_.rank; }
+  int size() const { return options_.world_size; }
+  const WorldOptions& options() const { return options_; }
+
+  // All ranks, with options().backend.
+  ProcessGroup& group() { return *world_group_; }
+
+  // The rendezvous store, shared by every rank of the job.
+  c10d::Store& store() { return *store_; }
+
+  // Creates the group of world ranks `ranks`; group rank i is world rank ranks[i]. Every
+  // rank of the world must call NewGroup with the same arguments in the same order, member
+  // or not: members get their group, the others get nullptr. Returns InvalidArgument for an
+  // empty list, a duplicate or an out-of-range rank, and FailedPrecondition if the members
+  // were given different lists.
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> NewGroup(const std::vector<int>& ranks,
+                                                         Backend backend);
+
+ private:
+  World(WorldOptions options, c10::intrusive_ptr<c10d::Store> store)
+      : options_(std::move(options)), store_(std::move(store)) {}
+
+  absl::Status WaitForAllRanks();
+
+  const WorldOptions options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::unique_ptr<GlooBackend> gloo_;        // loaded by the first Gloo group
+  std::unique_ptr<ProcessGroup> world_group_;
+  int groups_created_ = 0;                   // names each group's store prefix
+};
+
+}  // namespace varuna::comm
+
+#endif  // VARUNA_COMM_WORLD_H_
