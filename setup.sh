@@ -32,12 +32,21 @@ readonly BAZEL_CUDA_PATH=/usr/local/cuda  # what WORKSPACE's @cuda repository re
 readonly TORCH_VERSION=2.11.0
 readonly TORCH_NCCL_VERSION=2.28.9  # torch 2.11.0 pins nvidia-nccl-cu13==2.28.9
 readonly TORCH_CUDA_MAJOR=13
-# name==version sha256 file. The torch wheel is the cp311 one; its C++ libraries are the
-# same for every Python version, and nothing here is installed into a Python.
+# One wheel per line: name==version, sha256, file name, and the members to unpack (shell
+# patterns). The torch wheel is the cp311 one; its C++ libraries are the same for every
+# Python version, and nothing is installed into a Python.
+# CPU build: torch, plus the only two CUDA libraries libtorch_cpu.so lists as NEEDED.
 readonly WHEELS=(
-  "torch==2.11.0 7aa2f9bbc6d4595ba72138026b2074be1233186150e9292865e04b7a63b8c67a torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl"
-  "nvidia-cuda-runtime==13.0.96 7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548 nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
-  "nvidia-cuda-cupti==13.0.85 4eb01c08e859bf924d222250d2e8f8b8ff6d3db4721288cf35d14252a4d933c8 nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl"
+  "torch==2.11.0 7aa2f9bbc6d4595ba72138026b2074be1233186150e9292865e04b7a63b8c67a torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl torch/include/* torch/share/* torch/lib/lib*.so*"
+  "nvidia-cuda-runtime==13.0.96 7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548 nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl nvidia/cu13/lib/libcudart.so.13"
+  "nvidia-cuda-cupti==13.0.85 4eb01c08e859bf924d222250d2e8f8b8ff6d3db4721288cf35d14252a4d933c8 nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl nvidia/cu13/lib/libcupti.so.13"
+)
+# --cuda: the libraries libtorch_cuda.so needs that the CUDA toolkit does not ship
+# (torch 2.11.0 pins these versions).
+readonly CUDA_WHEELS=(
+  "nvidia-cufile==1.15.1.6 08a3ecefae5a01c7f5117351c64f17c7c62efa5fffdbe24fc7d298da19cd0b44 nvidia_cufile-1.15.1.6-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl nvidia/cu13/lib/libcufile.so.0"
+  "nvidia-cusparselt-cu13==0.8.0 25e30a8a7323935d4ad0340b95a0b69926eee755767e8e0b1cf8dd85b197d3fd nvidia_cusparselt_cu13-0.8.0-py3-none-manylinux2014_x86_64.whl nvidia/cusparselt/lib/libcusparseLt.so.0"
+  "nvidia-nvshmem-cu13==3.4.5 290f0a2ee94c9f3687a02502f3b9299a9f9fe826e6d0287ee18482e78d495b80 nvidia_nvshmem_cu13-3.4.5-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl nvidia/nvshmem/lib/libnvshmem_host.so.3"
 )
 readonly APT_PACKAGES=(bazel-bootstrap g++ libabsl-dev libsentencepiece-dev sentencepiece
   libgtest-dev libgloo-dev)
@@ -129,19 +138,19 @@ fi
 # ---- 3. LibTorch from the PyPI wheels ------------------------------------------------------------
 
 site=$DEPS_DIR/site-packages
-stamp_want=$(printf '%s\n' "${WHEELS[@]}")
-if [[ ! -f "$site/.varuna-stamp" || "$(cat "$site/.varuna-stamp")" != "$stamp_want" ]]; then
-  mkdir -p "$CACHE_DIR/wheels" "$DEPS_DIR"
-  for entry in "${WHEELS[@]}"; do
-    read -r spec sha file <<< "$entry"
-    cached=$CACHE_DIR/wheels/$file
-    if [[ -f "$cached" ]] && [[ "$(sha256sum "$cached" | cut -d' ' -f1)" == "$sha" ]]; then
-      continue
-    fi
+wheels=("${WHEELS[@]}")
+((want_cuda)) && wheels+=("${CUDA_WHEELS[@]}")
+mkdir -p "$site/.installed"
+for entry in "${wheels[@]}"; do
+  read -r spec sha file members <<< "$entry"
+  # The stamp is written last: an interrupted unpack is redone on the next run.
+  [[ -f "$site/.installed/$file" ]] && continue
+  mkdir -p "$CACHE_DIR/wheels"
+  cached=$CACHE_DIR/wheels/$file
+  if [[ ! -f "$cached" || "$(sha256sum "$cached" | cut -d' ' -f1)" != "$sha" ]]; then
     echo "setup: downloading $spec from PyPI"
     tmp=$(mktemp -d "$CACHE_DIR/wheels/.download.XXXXXX")
-    # The platform tags name the manylinux levels these wheels carry; --no-deps keeps the
-    # other CUDA wheels (cuBLAS, cuDNN, NCCL, ...) out: the CPU build does not load them.
+    # --no-deps: only the wheels listed above, none of torch's other CUDA dependencies.
     if ! "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp" "$spec"; then
@@ -155,30 +164,24 @@ if [[ ! -f "$site/.varuna-stamp" || "$(cat "$site/.varuna-stamp")" != "$stamp_wa
     fi
     mv "$tmp/$file" "$cached"
     rm -rf "$tmp"
-  done
-  echo "setup: unpacking LibTorch $TORCH_VERSION into $site"
-  rm -rf "$site.partial"
-  "$PYTHON" - "$CACHE_DIR/wheels" "$site.partial" "${WHEELS[@]}" << 'EOF'
-import os, sys, zipfile
-cache, dest, entries = sys.argv[1], sys.argv[2], sys.argv[3:]
-# torch: headers, CMake files and the C++ libraries (not the Python bindings);
-# CUDA wheels: only the two libraries libtorch_cpu.so lists as NEEDED.
-keep = lambda n: (
-    (n.startswith(("torch/include/", "torch/share/")) and not n.endswith("/"))
-    or (n.startswith("torch/lib/lib") and ".so" in n and "libtorch_python" not in n)
-    or n in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcupti.so.13"))
-for entry in entries:
-    with zipfile.ZipFile(os.path.join(cache, entry.split()[2])) as z:
-        for info in z.infolist():
-            if keep(info.filename):
-                z.extract(info, dest)
-                if ".so" in info.filename:
-                    os.chmod(os.path.join(dest, info.filename), 0o755)
-EOF
-  echo "$stamp_want" > "$site.partial/.varuna-stamp"
-  rm -rf "$site"
-  mv "$site.partial" "$site"
-fi
+  fi
+  echo "setup: unpacking $spec into $site"
+  "$PYTHON" - "$cached" "$site" $members << 'EOF_PY'
+import fnmatch, os, sys, zipfile
+wheel, dest, patterns = sys.argv[1], sys.argv[2], sys.argv[3:]
+with zipfile.ZipFile(wheel) as z:
+    for info in z.infolist():
+        name = info.filename
+        if name.endswith("/") or not any(fnmatch.fnmatch(name, p) for p in patterns):
+            continue
+        if "libtorch_python" in name:  # Python bindings: never linked by C++ programs
+            continue
+        z.extract(info, dest)
+        if ".so" in name:
+            os.chmod(os.path.join(dest, name), 0o755)
+EOF_PY
+  touch "$site/.installed/$file"
+done
 
 # ---- summary ---------------------------------------------------------------------------------
 

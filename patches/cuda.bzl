@@ -60,7 +60,10 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], **kwargs):
             "@libtorch//:header_files",
         ],
         outs = [archive],
-        cmd = " && ".join(commands + ["ar rcs $@ " + " ".join(["$(@D)/" + o for o in objects])]),
+        cmd = " && ".join(
+            ["mkdir -p $(@D)/_%s_objs" % name] + commands +
+            ["ar rcs $@ " + " ".join(["$(@D)/" + o for o in objects])],
+        ),
         message = "nvcc %s" % name,
         target_compatible_with = CUDA_ONLY,
     )
