@@ -2,8 +2,9 @@
 # One-command set-up for this workspace (Debian 12-class Linux, x86-64).
 #
 #   ./setup.sh          everything the default (CPU) build and its tests need
-#   ./setup.sh --cuda   the same, and also checks the CUDA 13 toolkit and NCCL that
-#                       `bazel build --config=cuda` compiles against
+#   ./setup.sh --cuda   the same, plus what `bazel build --config=cuda` needs: checks the CUDA
+#                       13 toolkit and NCCL 2.28.9 at /usr/local/cuda, and fetches the three
+#                       libraries libtorch_cuda.so needs that the toolkit does not ship
 #
 # What it does, in order, stopping with a message at the first missing prerequisite and
 # before it has changed anything:
@@ -13,8 +14,8 @@
 #   3. fetches the pinned PyPI wheels (torch==2.11.0 and the two CUDA runtime libraries that
 #      libtorch_cpu.so itself links: libcudart.so.13 and libcupti.so.13), checks their
 #      sha256, keeps them in ~/.cache/varuna/wheels so fresh clones do not download again,
-#      and unpacks LibTorch into .deps/site-packages (git-ignored; a site-packages layout so
-#      torch's own RPATH finds the CUDA runtime libraries beside it).
+#      and unpacks them into .deps/site-packages (git-ignored; a site-packages layout so
+#      torch's own RPATH finds the CUDA libraries beside it).
 # Re-running it changes nothing that is already in place and prints only the summary.
 #
 # Environment overrides (mostly for tests): PYTHON (default python3), CUDA_HOME (default
@@ -55,7 +56,7 @@ want_cuda=0
 for arg in "$@"; do
   case "$arg" in
     --cuda) want_cuda=1 ;;
-    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg'; the only option is --cuda (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -140,7 +141,6 @@ fi
 site=$DEPS_DIR/site-packages
 wheels=("${WHEELS[@]}")
 ((want_cuda)) && wheels+=("${CUDA_WHEELS[@]}")
-mkdir -p "$site/.installed"
 for entry in "${wheels[@]}"; do
   read -r spec sha file members <<< "$entry"
   # The stamp is written last: an interrupted unpack is redone on the next run.
@@ -166,6 +166,7 @@ for entry in "${wheels[@]}"; do
     rm -rf "$tmp"
   fi
   echo "setup: unpacking $spec into $site"
+  mkdir -p "$site/.installed"
   "$PYTHON" - "$cached" "$site" $members << 'EOF_PY'
 import fnmatch, os, sys, zipfile
 wheel, dest, patterns = sys.argv[1], sys.argv[2], sys.argv[3:]

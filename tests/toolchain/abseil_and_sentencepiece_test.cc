@@ -1,11 +1,11 @@
 // Proves Debian's Abseil and SentencePiece link and work in one program: Abseil's flags,
 // strings and Status, and a SentencePiece BPE model trained and used for a round trip.
 
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -54,8 +54,7 @@ TEST(SentencePieceTest, TrainsABpeModelThatRoundTrips) {
   std::string decoded;
   const std::string text = "pipeline stage gradient of the micro batch";
   const std::string error = varuna::testing::SpmTrainAndRoundTrip(
-      corpus, ::testing::TempDir() + "bpe", absl::GetFlag(FLAGS_vocab_size), text, &ids,
-      &decoded);
+      corpus, ::testing::TempDir() + "bpe", absl::GetFlag(FLAGS_vocab_size), text, &ids, &decoded);
   ASSERT_EQ(error, "");
   EXPECT_EQ(decoded, text);
   // Frequent corpus words become single pieces: far fewer ids than characters.

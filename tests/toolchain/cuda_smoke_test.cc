@@ -6,14 +6,13 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/toolchain/scale_add_kernel.h"
 #include "tests/util/subprocess.h"

@@ -1,9 +1,8 @@
 // Proves the LibTorch wiring: headers and libraries of the same 2.11.0 wheel, tensor math
 // and autograd that give the values worked out by hand, and a CPU build that needs no GPU.
 
-#include <torch/torch.h>
-
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 namespace {
 

@@ -36,7 +36,7 @@ Process Spawn(const std::vector<std::string>& argv, const std::string& log_path,
               const std::map<std::string, std::string>& extra_env = {});
 
 struct ExitInfo {
-  bool exited = false;     // exited normally, with `code`
+  bool exited = false;  // exited normally, with `code`
   int code = -1;
   int signal = 0;          // killed by this signal (SIGKILL if it ran past the deadline)
   bool timed_out = false;  // still running at the deadline

@@ -34,12 +34,12 @@ std::vector<std::string> CandidatePaths() {
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::Create(program, &error));
   if (runfiles != nullptr) {
-    const std::string path = runfiles->Rlocation(absl::StrCat("varuna/varuna/comm/", kGlooLibraryName));
+    const std::string path =
+        runfiles->Rlocation(absl::StrCat("varuna/varuna/comm/", kGlooLibraryName));
     if (!path.empty()) paths.push_back(path);
   }
   if (!program.empty()) {
-    paths.push_back(
-        (std::filesystem::path(program).parent_path() / kGlooLibraryName).string());
+    paths.push_back((std::filesystem::path(program).parent_path() / kGlooLibraryName).string());
   }
   return paths;
 }
@@ -57,16 +57,16 @@ absl::StatusOr<std::unique_ptr<GlooBackend>> LoadGlooBackend(const std::string& 
   }
   if (found.empty()) {
     return absl::NotFoundError(absl::StrCat(
-        "cannot find ", kGlooLibraryName, " (the Gloo backend); looked in: ",
-        absl::StrJoin(candidates, ", "),
+        "cannot find ", kGlooLibraryName,
+        " (the Gloo backend); looked in: ", absl::StrJoin(candidates, ", "),
         ". Run the program through bazel run/test, or set VARUNA_GLOO_LIBRARY to its path"));
   }
   // Never closed: groups created by the backend run code from this library.
   void* handle = dlopen(found.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (handle == nullptr) {
-    return absl::InternalError(absl::StrCat(
-        "cannot load ", found, ": ", dlerror(),
-        ". It needs Debian's libgloo0 (./setup.sh installs libgloo-dev)"));
+    return absl::InternalError(
+        absl::StrCat("cannot load ", found, ": ", dlerror(),
+                     ". It needs Debian's libgloo0 (./setup.sh installs libgloo-dev)"));
   }
   auto new_backend = reinterpret_cast<NewGlooBackendFn>(dlsym(handle, kNewGlooBackendSymbol));
   if (new_backend == nullptr) {

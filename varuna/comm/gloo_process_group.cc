@@ -114,11 +114,12 @@ class GroupState {
 };
 
 absl::Status CheckTensor(const at::Tensor& tensor, const std::string& what) {
-  if (!tensor.defined()) return absl::InvalidArgumentError(absl::StrCat(what, ": undefined tensor"));
+  if (!tensor.defined())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": undefined tensor"));
   if (!tensor.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": Gloo moves CPU tensors, this one is on ", tensor.device().str(),
-        "; use an NCCL group for CUDA tensors"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": Gloo moves CPU tensors, this one is on ", tensor.device().str(),
+                     "; use an NCCL group for CUDA tensors"));
   }
   if (!tensor.is_contiguous() || tensor.is_sparse()) {
     return absl::InvalidArgumentError(
@@ -167,8 +168,8 @@ class TransferWork : public Work {
   const bool is_send_;
   const std::string what_;
   std::mutex mu_;
-  bool waited_ = false;   // guarded by mu_
-  absl::Status result_;   // guarded by mu_
+  bool waited_ = false;  // guarded by mu_
+  absl::Status result_;  // guarded by mu_
 };
 
 class GlooProcessGroup : public ProcessGroup {
@@ -194,14 +195,30 @@ class GlooProcessGroup : public ProcessGroup {
     if (absl::Status s = CheckTensor(tensor, what); !s.ok()) return s;
     SetSumOutputFn set_output = nullptr;
     switch (tensor.scalar_type()) {
-      case at::kFloat: set_output = &SetSumOutput<float>; break;
-      case at::kDouble: set_output = &SetSumOutput<double>; break;
-      case at::kHalf: set_output = &SetSumOutput<c10::Half>; break;
-      case at::kBFloat16: set_output = &SetSumOutput<c10::BFloat16>; break;
-      case at::kInt: set_output = &SetSumOutput<int32_t>; break;
-      case at::kLong: set_output = &SetSumOutput<int64_t>; break;
-      case at::kChar: set_output = &SetSumOutput<int8_t>; break;
-      case at::kByte: set_output = &SetSumOutput<uint8_t>; break;
+      case at::kFloat:
+        set_output = &SetSumOutput<float>;
+        break;
+      case at::kDouble:
+        set_output = &SetSumOutput<double>;
+        break;
+      case at::kHalf:
+        set_output = &SetSumOutput<c10::Half>;
+        break;
+      case at::kBFloat16:
+        set_output = &SetSumOutput<c10::BFloat16>;
+        break;
+      case at::kInt:
+        set_output = &SetSumOutput<int32_t>;
+        break;
+      case at::kLong:
+        set_output = &SetSumOutput<int64_t>;
+        break;
+      case at::kChar:
+        set_output = &SetSumOutput<int8_t>;
+        break;
+      case at::kByte:
+        set_output = &SetSumOutput<uint8_t>;
+        break;
       default:
         return absl::InvalidArgumentError(absl::StrCat(
             name(), ": ", what, " does not support dtype ", c10::toString(tensor.scalar_type())));
@@ -220,8 +237,8 @@ class GlooProcessGroup : public ProcessGroup {
     const std::string what = absl::StrCat("broadcast from rank ", root);
     if (absl::Status s = CheckTensor(tensor, what); !s.ok()) return s;
     if (root < 0 || root >= size()) {
-      return absl::InvalidArgumentError(absl::StrCat(name(), ": ", what, ": root must be in 0..",
-                                                     size() - 1));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), ": ", what, ": root must be in 0..", size() - 1));
     }
     const uint32_t tag = next_tag_++;
     return state_->Run(what, [&] {
@@ -290,8 +307,8 @@ class GlooBackendImpl : public GlooBackend {
       context->connectFullMesh(store, device_);
     } catch (const std::exception& e) {
       return StatusFromGlooError(
-          absl::StrCat(spec.name, ": connecting to the other ", spec.size - 1,
-                       " members (within ", spec.timeout.count(), " ms)"),
+          absl::StrCat(spec.name, ": connecting to the other ", spec.size - 1, " members (within ",
+                       spec.timeout.count(), " ms)"),
           e);
     }
     return std::make_unique<GlooProcessGroup>(std::make_shared<GroupState>(spec, context));

@@ -2,10 +2,9 @@
 #ifndef VARUNA_COMM_GROUP_SPEC_H_
 #define VARUNA_COMM_GROUP_SPEC_H_
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 namespace varuna::comm {

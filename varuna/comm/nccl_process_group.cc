@@ -2,10 +2,10 @@
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <nccl.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include <exception>
 #include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <utility>
 #include <vector>
 
@@ -97,7 +97,8 @@ class NcclProcessGroup : public ProcessGroup {
       pg_->barrier(opts)->wait();
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      absl::Status status = absl::UnavailableError(absl::StrCat(name(), ": barrier failed: ", e.what()));
+      absl::Status status =
+          absl::UnavailableError(absl::StrCat(name(), ": barrier failed: ", e.what()));
       failure_.Trip(status);
       return status;
     }
@@ -135,8 +136,8 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   std::unique_ptr<Work> Transfer(const at::Tensor& tensor, int peer, int tag, bool is_send) {
-    const std::string what = absl::StrCat(name(), ": ", is_send ? "send to rank " : "recv from rank ",
-                                          peer, " (tag ", tag, ")");
+    const std::string what = absl::StrCat(
+        name(), ": ", is_send ? "send to rank " : "recv from rank ", peer, " (tag ", tag, ")");
     absl::Status status = CheckTensor(tensor, what);
     if (status.ok() && (peer < 0 || peer >= size() || peer == rank())) {
       status = absl::InvalidArgumentError(
@@ -170,20 +171,19 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> NewNcclProcessGroup(const GroupSpe
   if (runtime != NCCL_VERSION_CODE) {
     return absl::FailedPreconditionError(absl::StrCat(
         spec.name, ": the NCCL library loaded at run time is version code ", runtime,
-        " but this program was compiled against ", NCCL_VERSION_CODE,
-        " (NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, ".", NCCL_PATCH,
-        "); put the matching libnccl.so.2 first on LD_LIBRARY_PATH"));
+        " but this program was compiled against ", NCCL_VERSION_CODE, " (NCCL ", NCCL_MAJOR, ".",
+        NCCL_MINOR, ".", NCCL_PATCH, "); put the matching libnccl.so.2 first on LD_LIBRARY_PATH"));
   }
   const int devices = c10::cuda::device_count();
   if (device < 0 || device >= devices) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        spec.name, ": CUDA device ", device, " does not exist (", devices, " visible)"));
+    return absl::FailedPreconditionError(absl::StrCat(spec.name, ": CUDA device ", device,
+                                                      " does not exist (", devices, " visible)"));
   }
   try {
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = spec.timeout;
-    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(spec.store, spec.rank, spec.size,
-                                                           options);
+    auto pg =
+        c10::make_intrusive<c10d::ProcessGroupNCCL>(spec.store, spec.rank, spec.size, options);
     pg->setBoundDeviceId(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
     return std::make_unique<NcclProcessGroup>(spec, device, std::move(pg));
   } catch (const std::exception& e) {

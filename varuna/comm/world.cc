@@ -1,12 +1,12 @@
 #include "varuna/comm/world.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <unistd.h>
 
 #include <exception>
 #include <set>
 #include <string>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 #include <vector>
 
@@ -28,9 +28,8 @@ absl::Status ValidateOptions(const WorldOptions& o) {
         absl::StrCat("world size ", o.world_size, " must be at least 1"));
   }
   if (o.rank < 0 || o.rank >= o.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", o.rank, " is outside 0..",
-                                                   o.world_size - 1, " (world size ",
-                                                   o.world_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", o.rank, " is outside 0..", o.world_size - 1, " (world size ", o.world_size, ")"));
   }
   if (o.master_port < 1 || o.master_port > 65535) {
     return absl::InvalidArgumentError(
@@ -99,8 +98,8 @@ absl::Status World::WaitForAllRanks() {
     const std::string job_size = StoreValue(*store_, "world/size");
     if (job_size != std::to_string(size)) {
       return absl::FailedPreconditionError(
-          absl::StrCat("rank ", rank, " was started with world size ", size,
-                       " but rank 0 with ", job_size, "; start every rank with the same size"));
+          absl::StrCat("rank ", rank, " was started with world size ", size, " but rank 0 with ",
+                       job_size, "; start every rank with the same size"));
     }
     store_->set(absl::StrCat("world/joined/", rank), "1");
     std::vector<std::string> keys;
@@ -112,9 +111,9 @@ absl::Status World::WaitForAllRanks() {
       for (int r = 0; r < size; ++r) {
         if (!store_->check({keys[r]})) missing.push_back(r);
       }
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", rank, ": ranks [", absl::StrJoin(missing, ","), "] of ", size,
-          " did not join within ", options_.timeout.count(), " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank, ": ranks [", absl::StrJoin(missing, ","), "] of ", size,
+                       " did not join within ", options_.timeout.count(), " ms"));
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(
@@ -134,9 +133,9 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> World::NewGroup(const std::vector<
   int group_rank = -1;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= size() || !seen.insert(ranks[i]).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("group ", id, " ", listed, ": rank ", ranks[i],
-                       " is out of range (world size ", size(), ") or listed twice"));
+      return absl::InvalidArgumentError(absl::StrCat("group ", id, " ", listed, ": rank ", ranks[i],
+                                                     " is out of range (world size ", size(),
+                                                     ") or listed twice"));
     }
     if (ranks[i] == rank()) group_rank = static_cast<int>(i);
   }

@@ -7,11 +7,10 @@
 #ifndef VARUNA_COMM_WORLD_H_
 #define VARUNA_COMM_WORLD_H_
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -77,9 +76,9 @@ class World {
 
   const WorldOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;
-  std::unique_ptr<GlooBackend> gloo_;        // loaded by the first Gloo group
+  std::unique_ptr<GlooBackend> gloo_;  // loaded by the first Gloo group
   std::unique_ptr<ProcessGroup> world_group_;
-  int groups_created_ = 0;                   // names each group's store prefix
+  int groups_created_ = 0;  // names each group's store prefix
 };
 
 }  // namespace varuna::comm

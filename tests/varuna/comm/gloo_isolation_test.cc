@@ -3,6 +3,7 @@
 // A worker joins a one-rank world and all-reduces under LD_DEBUG=bindings; the dynamic
 // linker's log of every symbol binding is then checked.
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -11,8 +12,6 @@
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/util/subprocess.h"
 #include "varuna/comm/world.h"

@@ -6,8 +6,8 @@
 // The test binary is also the worker: the parent serves the TCP store on a free port and
 // re-executes itself with --worker=<role> once per rank (tests/util/subprocess.h).
 
+#include <gtest/gtest.h>
 #include <signal.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -16,9 +16,8 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/util/subprocess.h"
 #include "varuna/comm/world.h"
@@ -39,17 +38,17 @@ constexpr int kCommFailed = 3;
 
 // ---- worker side ------------------------------------------------------------------------
 
-#define WORKER_CHECK(cond, what)                                                        \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::cerr << "rank check failed: " << #cond << ": " << what << std::endl;         \
-      std::_Exit(kWrongValue);                                                          \
-    }                                                                                   \
+#define WORKER_CHECK(cond, what)                                                \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      std::cerr << "rank check failed: " << #cond << ": " << what << std::endl; \
+      std::_Exit(kWrongValue);                                                  \
+    }                                                                           \
   } while (0)
 
-#define WORKER_OK(expr)                                                                 \
-  do {                                                                                  \
-    const absl::Status worker_status = (expr);                                          \
+#define WORKER_OK(expr)                                                                  \
+  do {                                                                                   \
+    const absl::Status worker_status = (expr);                                           \
     WORKER_CHECK(worker_status.ok(), #expr << " returned " << worker_status.ToString()); \
   } while (0)
 
@@ -109,8 +108,8 @@ void BarrierWaitsForEveryone(World& world) {
   WORKER_OK(world.group().Barrier());
   for (int r = 0; r < world.size(); ++r) {
     WORKER_CHECK(world.store().check({"arrived/" + std::to_string(r)}),
-                 "rank " << r << " had not arrived when the barrier let rank "
-                         << world.rank() << " through");
+                 "rank " << r << " had not arrived when the barrier let rank " << world.rank()
+                         << " through");
   }
 }
 

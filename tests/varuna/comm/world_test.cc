@@ -3,10 +3,13 @@
 // port in use, an unreachable store, a rank that never joins, ranks started with different
 // world sizes, and ranks that create different groups.
 
+#include "varuna/comm/world.h"
+
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -14,13 +17,10 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "tests/util/subprocess.h"
-#include "varuna/comm/world.h"
 
 namespace {
 
@@ -146,7 +146,8 @@ TEST(WorldTest, Rank0ReportsAPortInUse) {
   WorldOptions o = SingleProcess();
   o.master_port = ntohs(addr.sin_port);
   const std::string error = JoinError(o);
-  EXPECT_THAT(error, HasSubstr("UNAVAILABLE: rank 0: cannot serve the rendezvous store at 127.0.0.1:"));
+  EXPECT_THAT(error,
+              HasSubstr("UNAVAILABLE: rank 0: cannot serve the rendezvous store at 127.0.0.1:"));
   EXPECT_THAT(error, HasSubstr("is the port in use?"));
   close(fd);
 }
@@ -204,10 +205,10 @@ TEST(WorldTest, JoinNamesTheRanksThatNeverCame) {
       StartWorkers("sum_ranks", {3, 3}, store->getPort(), /*store_external=*/true, 2000),
       std::chrono::seconds(30));
   for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(exits[r].exited && exits[r].code == kJoinFailed) << varuna::testing::Describe(exits);
-    EXPECT_THAT(exits[r].output,
-                HasSubstr("DEADLINE_EXCEEDED: rank " + std::to_string(r) +
-                          ": ranks [2] of 3 did not join within 2000 ms"));
+    ASSERT_TRUE(exits[r].exited && exits[r].code == kJoinFailed)
+        << varuna::testing::Describe(exits);
+    EXPECT_THAT(exits[r].output, HasSubstr("DEADLINE_EXCEEDED: rank " + std::to_string(r) +
+                                           ": ranks [2] of 3 did not join within 2000 ms"));
   }
 }
 
@@ -232,7 +233,8 @@ TEST(WorldTest, NewGroupRefusesMembersGivenDifferentLists) {
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(exits[r].exited && exits[r].code == kGroupRefused)
         << varuna::testing::Describe(exits);
-    EXPECT_THAT(exits[r].output, HasSubstr("every rank must create the same groups in the same order"));
+    EXPECT_THAT(exits[r].output,
+                HasSubstr("every rank must create the same groups in the same order"));
   }
   EXPECT_THAT(exits[0].output,
               HasSubstr("world rank 0 was given members [0,1] but world rank 1 was given [1,0]"));
