@@ -22,6 +22,7 @@
 # /usr/local/cuda), VARUNA_DEPS_DIR (default <repo>/.deps), VARUNA_CACHE_DIR (default
 # ${XDG_CACHE_HOME:-~/.cache}/varuna).
 set -euo pipefail
+set -f  # no globbing: the wheel tables hold shell patterns for the unpacker, not for bash
 
 readonly ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly DEPS_DIR=${VARUNA_DEPS_DIR:-$ROOT/.deps}
@@ -139,6 +140,17 @@ fi
 # ---- 3. LibTorch from the PyPI wheels ------------------------------------------------------------
 
 site=$DEPS_DIR/site-packages
+# A stamp of a wheel no longer pinned means the pins changed: start from an empty tree, so
+# no file of an older version stays behind.
+if [[ -d "$site/.installed" ]]; then
+  for stamp in $(ls "$site/.installed"); do
+    if [[ " ${WHEELS[*]} ${CUDA_WHEELS[*]} " != *" $stamp "* ]]; then
+      echo "setup: the pinned wheels changed ($stamp is no longer one); reinstalling $site"
+      rm -rf "$site"
+      break
+    fi
+  done
+fi
 wheels=("${WHEELS[@]}")
 ((want_cuda)) && wheels+=("${CUDA_WHEELS[@]}")
 for entry in "${wheels[@]}"; do

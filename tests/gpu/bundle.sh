@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-gpu_bundle}
 
-targets=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2> /dev/null)
+targets=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))') ||
+  { echo "bundle.sh: bazel query for the gpu-tagged tests failed (output above)" >&2; exit 1; }
 [[ -n "$targets" ]] || { echo "bundle.sh: no gpu-tagged tests found" >&2; exit 1; }
 # Static linking of our own libraries: a binary then needs only external shared libraries.
 bazel build -c opt --config=cuda --dynamic_mode=off $targets

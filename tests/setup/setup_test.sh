@@ -70,6 +70,7 @@ expect_failure nccl_mismatch 1 "--cuda: $TMP/cuda13 has NCCL 2.27.3, but torch 2
 
 # Every package reported missing, and apt-get cannot reach the archive.
 fake "$TMP/no_apt" dpkg-query 'exit 1'
+fake "$TMP/no_apt" sudo '"$@"'  # a real sudo would reset PATH and find the real apt-get
 fake "$TMP/no_apt" apt-get 'echo "E: Could not resolve deb.debian.org" >&2; exit 100'
 expect_failure apt_unreachable 1 "apt-get could not install bazel-bootstrap g++ libabsl-dev" -- \
   env PATH="$TMP/no_apt:$PATH" bash "$SETUP"
@@ -96,6 +97,24 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
 EOF_PY
 expect_failure checksum_mismatch 1 "torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl from PyPI has sha256 '" -- \
   env "${NO_PYPI[@]}" PIP_NO_INDEX=1 PIP_FIND_LINKS="$TMP/bad_links" bash "$SETUP"
+
+# Changed pins: a stamp of a wheel that is no longer pinned makes set-up start from an empty
+# tree, so no file of the older version stays behind (here the download then fails).
+stale=$TMP/stale/deps/site-packages
+mkdir -p "$stale/.installed" "$stale/torch/lib"
+touch "$stale/.installed/torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl" \
+  "$stale/torch/lib/libtorch_old.so"
+out=$(env VARUNA_DEPS_DIR="$TMP/stale/deps" VARUNA_CACHE_DIR="$TMP/stale/cache" "${NO_PYPI[@]}" \
+  bash "$SETUP" 2>&1)
+if [[ "$out" != *"the pinned wheels changed (torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl is no longer one)"* ]]; then
+  echo "FAIL stale_pins: no message; output:"$'\n'"$out"
+  failures=$((failures + 1))
+elif [[ -e "$stale/torch/lib/libtorch_old.so" ]]; then
+  echo "FAIL stale_pins: a file of the old version is still in $stale"
+  failures=$((failures + 1))
+else
+  echo "ok   stale_pins"
+fi
 
 if ((failures)); then
   echo "$failures case(s) failed"

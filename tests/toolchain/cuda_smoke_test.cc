@@ -87,10 +87,14 @@ int RunNcclWorker(const std::map<std::string, std::string>& args) {
         "broadcast " + s.ToString());
 
   if (n > 1) {
+    // NCCL runs a pair's transfers in issue order: with two ranks, if both received first
+    // both would wait forever, so rank 0 sends first (process_group.h, "Matching").
     const at::Tensor out = torch::full({4096}, static_cast<float>(r), cuda);
     at::Tensor in = torch::zeros({4096}, cuda);
-    auto recv = group.Recv(in, (r + n - 1) % n, 0);
-    auto send = group.Send(out, (r + 1) % n, 0);
+    std::unique_ptr<varuna::comm::Work> send, recv;
+    if (r == 0) send = group.Send(out, (r + 1) % n, 0);
+    recv = group.Recv(in, (r + n - 1) % n, 0);
+    if (r != 0) send = group.Send(out, (r + 1) % n, 0);
     s = send->Wait();
     if (s.ok()) s = recv->Wait();
     check(s.ok() && in.eq(static_cast<float>((r + n - 1) % n)).all().item<bool>(),

@@ -47,8 +47,12 @@ Process Spawn(const std::vector<std::string>& argv, const std::string& log_path,
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // extra_env replaces inherited values: getenv returns the first match.
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (extra_env.count(entry.substr(0, entry.find('='))) == 0) env_strings.push_back(entry);
+  }
   for (const auto& [key, value] : extra_env) env_strings.push_back(key + "=" + value);
   std::vector<char*> env;
   for (std::string& e : env_strings) env.push_back(e.data());

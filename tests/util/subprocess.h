@@ -30,7 +30,8 @@ struct Process {
   std::string log_path;  // stdout and stderr, merged
 };
 
-// Starts argv[0] with argv, output to log_path, extra_env added to the environment.
+// Starts argv[0] with argv, output to log_path, and this process's environment with
+// extra_env's entries added or replaced.
 // Aborts the test program if fork or exec fails.
 Process Spawn(const std::vector<std::string>& argv, const std::string& log_path,
               const std::map<std::string, std::string>& extra_env = {});

@@ -13,7 +13,10 @@
 // against the library that runs; see README, "Communication backends".
 //
 // The two sides share one libstdc++, LibTorch and Abseil (already loaded by the program),
-// so C++ objects may cross; no RTTI or exceptions cross.
+// so C++ objects may cross; no RTTI or exceptions cross. One caveat of RTLD_DEEPBIND: a
+// malloc replacement injected with LD_PRELOAD (tcmalloc, jemalloc) is bypassed inside the
+// library, so memory allocated on one side and freed on the other would cross allocators.
+// Do not preload an allocator into programs that use Gloo groups.
 #ifndef VARUNA_COMM_GLOO_BACKEND_H_
 #define VARUNA_COMM_GLOO_BACKEND_H_
 

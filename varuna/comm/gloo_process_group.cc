@@ -25,8 +25,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/comm/failure_latch.h"
 #include "varuna/comm/gloo_backend.h"
+#include "varuna/comm/tensor_checks.h"
 
 namespace varuna::comm {
 namespace {
@@ -73,15 +75,28 @@ void SetSumOutput(gloo::AllreduceOptions& opts, const at::Tensor& tensor) {
 }
 using SetSumOutputFn = void (*)(gloo::AllreduceOptions&, const at::Tensor&);
 
-// Gloo reports timeouts and broken connections as exceptions with these words.
-absl::Status StatusFromGlooError(const std::string& what, const std::exception& e) {
-  const std::string message = absl::StrCat(what, " failed: ", e.what());
-  if (message.find("Timed out") != std::string::npos ||
-      message.find("timed out") != std::string::npos ||
-      message.find("Timeout") != std::string::npos) {
-    return absl::DeadlineExceededError(message);
+// The setter for each dtype IsSummable accepts.
+SetSumOutputFn SumOutputFor(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat:
+      return &SetSumOutput<float>;
+    case at::kDouble:
+      return &SetSumOutput<double>;
+    case at::kHalf:
+      return &SetSumOutput<c10::Half>;
+    case at::kBFloat16:
+      return &SetSumOutput<c10::BFloat16>;
+    case at::kInt:
+      return &SetSumOutput<int32_t>;
+    case at::kLong:
+      return &SetSumOutput<int64_t>;
+    case at::kChar:
+      return &SetSumOutput<int8_t>;
+    case at::kByte:
+      return &SetSumOutput<uint8_t>;
+    default:
+      return nullptr;
   }
-  return absl::UnavailableError(message);
 }
 
 // What a group and its in-flight transfers share: the gloo context and the group's health.
@@ -101,51 +116,57 @@ class GroupState {
       op();
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      absl::Status status = StatusFromGlooError(absl::StrCat(spec_.name, ": ", what), e);
-      failure_.Trip(status);
+      absl::Status status = StatusFromException(absl::StrCat(spec_.name, ": ", what), e);
+      Break(status);
       return status;
     }
   }
 
  private:
+  // Closes every connection, then records the failure. Closing first means that once any
+  // thread sees the group broken, no data can arrive into a buffer it is about to free; and
+  // the peers see the closed connections at once instead of waiting out their timeout.
+  void Break(const absl::Status& status) {
+    std::call_once(closed_, [this] {
+      try {
+        context_->closeConnections();
+      } catch (const std::exception&) {
+        // Connections that are already broken cannot be closed cleanly; they are closed.
+      }
+    });
+    failure_.Trip(status);
+  }
+
   const GroupSpec spec_;
   const std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::once_flag closed_;
   FailureLatch failure_;
 };
 
-absl::Status CheckTensor(const at::Tensor& tensor, const std::string& what) {
-  if (!tensor.defined())
-    return absl::InvalidArgumentError(absl::StrCat(what, ": undefined tensor"));
+absl::Status CheckCpuTensor(const at::Tensor& tensor, const std::string& what) {
+  if (absl::Status s = CheckDenseContiguous(tensor, what); !s.ok()) return s;
   if (!tensor.device().is_cpu()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": Gloo moves CPU tensors, this one is on ", tensor.device().str(),
                      "; use an NCCL group for CUDA tensors"));
   }
-  if (!tensor.is_contiguous() || tensor.is_sparse()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": the tensor must be dense and contiguous; call .contiguous()"));
-  }
   return absl::OkStatus();
 }
 
-absl::Status CheckPeer(const GroupSpec& spec, int peer, const std::string& what) {
-  if (peer < 0 || peer >= spec.size || peer == spec.rank) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": peer rank ", peer,
-                                                   " is not another member of ", spec.name,
-                                                   " (ranks 0..", spec.size - 1, ")"));
-  }
-  return absl::OkStatus();
-}
-
+// A send or receive in flight. It keeps its tensor alive, and its destructor waits for it,
+// so gloo never writes into or reads from freed memory.
 class TransferWork : public Work {
  public:
-  TransferWork(std::shared_ptr<GroupState> state,
+  TransferWork(std::shared_ptr<GroupState> state, at::Tensor tensor,
                std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send,
                std::string what)
       : state_(std::move(state)),
+        tensor_(std::move(tensor)),
         buffer_(std::move(buffer)),
         is_send_(is_send),
         what_(std::move(what)) {}
+
+  ~TransferWork() override { Wait(); }
 
   absl::Status Wait() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -153,6 +174,7 @@ class TransferWork : public Work {
     waited_ = true;
     const auto timeout = state_->spec().timeout;
     bool completed = false;
+    // A broken group has closed its connections, so nothing is in flight any more.
     result_ = state_->Run(what_, [&] {
       completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
     });
@@ -164,6 +186,7 @@ class TransferWork : public Work {
 
  private:
   std::shared_ptr<GroupState> state_;
+  at::Tensor tensor_;
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
   const bool is_send_;
   const std::string what_;
@@ -191,40 +214,12 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   absl::Status AllReduceSum(at::Tensor& tensor) override {
-    const std::string what = "all-reduce";
-    if (absl::Status s = CheckTensor(tensor, what); !s.ok()) return s;
-    SetSumOutputFn set_output = nullptr;
-    switch (tensor.scalar_type()) {
-      case at::kFloat:
-        set_output = &SetSumOutput<float>;
-        break;
-      case at::kDouble:
-        set_output = &SetSumOutput<double>;
-        break;
-      case at::kHalf:
-        set_output = &SetSumOutput<c10::Half>;
-        break;
-      case at::kBFloat16:
-        set_output = &SetSumOutput<c10::BFloat16>;
-        break;
-      case at::kInt:
-        set_output = &SetSumOutput<int32_t>;
-        break;
-      case at::kLong:
-        set_output = &SetSumOutput<int64_t>;
-        break;
-      case at::kChar:
-        set_output = &SetSumOutput<int8_t>;
-        break;
-      case at::kByte:
-        set_output = &SetSumOutput<uint8_t>;
-        break;
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            name(), ": ", what, " does not support dtype ", c10::toString(tensor.scalar_type())));
-    }
+    const std::string what = absl::StrCat(name(), ": all-reduce");
+    if (absl::Status s = CheckCpuTensor(tensor, what); !s.ok()) return s;
+    if (absl::Status s = CheckSummable(tensor, what); !s.ok()) return s;
+    const SetSumOutputFn set_output = SumOutputFor(tensor.scalar_type());
     const uint32_t tag = next_tag_++;
-    return state_->Run(what, [&] {
+    return state_->Run("all-reduce", [&] {
       gloo::AllreduceOptions opts(state_->context());
       set_output(opts, tensor);
       opts.setTag(tag);
@@ -235,7 +230,9 @@ class GlooProcessGroup : public ProcessGroup {
 
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
     const std::string what = absl::StrCat("broadcast from rank ", root);
-    if (absl::Status s = CheckTensor(tensor, what); !s.ok()) return s;
+    if (absl::Status s = CheckCpuTensor(tensor, absl::StrCat(name(), ": ", what)); !s.ok()) {
+      return s;
+    }
     if (root < 0 || root >= size()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name(), ": ", what, ": root must be in 0..", size() - 1));
@@ -263,13 +260,18 @@ class GlooProcessGroup : public ProcessGroup {
 
  private:
   const GroupSpec& spec() const { return state_->spec(); }
+
   std::unique_ptr<Work> StartTransfer(const at::Tensor& tensor, int peer, int tag, bool is_send) {
     const std::string what =
         absl::StrCat(is_send ? "send to rank " : "recv from rank ", peer, " (tag ", tag, ")");
-    absl::Status status = CheckTensor(tensor, what);
-    if (status.ok()) status = CheckPeer(spec(), peer, what);
+    const std::string named = absl::StrCat(name(), ": ", what);
+    absl::Status status = CheckCpuTensor(tensor, named);
+    if (status.ok() && (peer < 0 || peer >= size() || peer == rank())) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat(named, ": the peer is not another member (ranks 0..", size() - 1, ")"));
+    }
     if (status.ok() && tag < 0) {
-      status = absl::InvalidArgumentError(absl::StrCat(what, ": tags must be >= 0"));
+      status = absl::InvalidArgumentError(absl::StrCat(named, ": tags must be >= 0"));
     }
     if (status.ok()) status = state_->CheckUsable();
     if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
@@ -287,7 +289,7 @@ class GlooProcessGroup : public ProcessGroup {
       }
     });
     if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
-    return std::make_unique<TransferWork>(state_, std::move(buffer), is_send, what);
+    return std::make_unique<TransferWork>(state_, tensor, std::move(buffer), is_send, what);
   }
 
   std::shared_ptr<GroupState> state_;
@@ -306,7 +308,7 @@ class GlooBackendImpl : public GlooBackend {
       C10dStoreForGloo store(spec.store);
       context->connectFullMesh(store, device_);
     } catch (const std::exception& e) {
-      return StatusFromGlooError(
+      return StatusFromException(
           absl::StrCat(spec.name, ": connecting to the other ", spec.size - 1, " members (within ",
                        spec.timeout.count(), " ms)"),
           e);

@@ -5,18 +5,28 @@
 // Contract, for every implementation:
 // - Collectives (AllReduceSum, Broadcast, Barrier) must be called by every member, in the
 //   same order, from one thread at a time. Point-to-point calls (Send, Recv) may be issued
-//   from any thread, concurrently with collectives; two transfers between the same pair of
-//   ranks with the same tag must not be in flight at once.
+//   from any thread, concurrently with collectives.
+// - Matching of point-to-point transfers. Gloo routes by (peer, tag): transfers with
+//   different tags may be issued in any order, but two with the same peer and tag must not
+//   be in flight at once. NCCL ignores the tag and matches the transfers between two ranks
+//   in the order each side issues them, running them in that order: issue them in the same
+//   order on both sides, and when two ranks exchange in both directions, let one of them
+//   send first (if both receive first, both wait forever).
 // - Completion: when a call (or Work::Wait) returns OK, the result is visible to the
 //   caller's next work on the tensor's device. For CPU tensors the bytes are in memory; for
-//   CUDA tensors, work queued on the current CUDA stream afterwards sees them.
-// - Failure: an operation that exceeds the group's timeout returns DeadlineExceeded; one
-//   whose peer fails (a killed process, a closed connection) returns Unavailable, usually
-//   long before the timeout. Either way the message names the operation, the group and the
-//   peer. After a failure the group is broken: every later call returns FailedPrecondition,
-//   since members may disagree on which operations completed. Bad arguments (wrong device,
-//   rank out of range, unsupported dtype) return InvalidArgument and do not break the group.
-// - Tensors must be dense and contiguous; they are read and written in place.
+//   CUDA tensors, work queued on the current CUDA stream afterwards sees them (the host does
+//   not wait for the GPU).
+// - Failure. Gloo: an operation that exceeds the group's timeout returns DeadlineExceeded;
+//   one whose peer fails (a killed process, a closed connection) returns Unavailable,
+//   usually at once. The message names the operation, the group and the peer. After a
+//   failure the group is broken: it closes its connections (so its peers fail at once too)
+//   and every later call returns FailedPrecondition, since members may disagree on which
+//   operations completed. NCCL: failures happen on the GPU after the call has returned;
+//   LibTorch's NCCL watchdog detects a failed or timed-out operation and ends the process
+//   (non-zero exit). Either way no rank waits forever.
+// - Bad arguments (wrong device, undefined, sparse or non-contiguous tensor, peer or root
+//   out of range, unsupported dtype) return InvalidArgument and do not break the group.
+// - Work objects may outlive their group. Destroying an unwaited Gloo Work waits for it.
 #ifndef VARUNA_COMM_PROCESS_GROUP_H_
 #define VARUNA_COMM_PROCESS_GROUP_H_
 

@@ -1,5 +1,9 @@
 #include "varuna/comm/world.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <exception>
@@ -12,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/comm/gloo_loader.h"
 #include "varuna/comm/group_spec.h"
 
@@ -45,12 +50,31 @@ absl::Status ValidateOptions(const WorldOptions& o) {
   return absl::OkStatus();
 }
 
+// The address of this host that other ranks reach: the local end of a route to the master
+// (a UDP "connection" sends nothing). A host name is no substitute: on Debian it usually
+// resolves to 127.0.1.1, where no other host can connect.
 std::string GlooAddress(const WorldOptions& o) {
   if (!o.gloo_address.empty()) return o.gloo_address;
-  if (o.master_addr == "localhost" || o.master_addr.rfind("127.", 0) == 0) return "127.0.0.1";
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) return "127.0.0.1";
-  return host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* master = nullptr;
+  std::string address = "127.0.0.1";
+  if (getaddrinfo(o.master_addr.c_str(), std::to_string(o.master_port).c_str(), &hints, &master) ==
+      0) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    char text[INET_ADDRSTRLEN] = {};
+    if (fd >= 0 && connect(fd, master->ai_addr, master->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr) {
+      address = text;
+    }
+    if (fd >= 0) close(fd);
+    freeaddrinfo(master);
+  }
+  return address;
 }
 
 std::string StoreValue(c10d::Store& store, const std::string& key) {
@@ -139,31 +163,44 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> World::NewGroup(const std::vector<
     }
     if (ranks[i] == rank()) group_rank = static_cast<int>(i);
   }
-  if (group_rank < 0) return std::unique_ptr<ProcessGroup>();
+  const std::string name =
+      absl::StrCat(BackendName(backend), " group ", id, " ", listed, " rank ", group_rank);
+  auto store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("group/", id), store_);
 
-  GroupSpec spec;
-  spec.store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("group/", id), store_);
-  spec.rank = group_rank;
-  spec.size = static_cast<int>(ranks.size());
-  spec.members = ranks;
-  spec.timeout = options_.timeout;
-  spec.name = absl::StrCat(BackendName(backend), " group ", id, " ", listed, " rank ", group_rank);
-
-  // All members must mean the same group: each publishes its list and reads the others'.
+  // All members must mean the same group. Every rank, member or not, publishes the list it
+  // was given, so a member given another list, or a rank that skipped a NewGroup call (and
+  // so numbers its groups differently), is caught here instead of hanging a collective.
   try {
-    spec.store->set(absl::StrCat("members/", rank()), listed);
+    store->set(absl::StrCat("members/", rank()), listed);
+    if (group_rank < 0) return std::unique_ptr<ProcessGroup>();
     for (int member : ranks) {
-      const std::string theirs = StoreValue(*spec.store, absl::StrCat("members/", member));
+      std::string theirs;
+      try {
+        theirs = StoreValue(*store, absl::StrCat("members/", member));
+      } catch (const std::exception& e) {
+        return StatusFromException(
+            absl::StrCat(name, ": waiting for world rank ", member, " to create group ", id,
+                         " (every rank must create the same groups in the same order)"),
+            e);
+      }
       if (theirs != listed) {
         return absl::FailedPreconditionError(
-            absl::StrCat(spec.name, ": world rank ", rank(), " was given members ", listed,
+            absl::StrCat(name, ": world rank ", rank(), " was given members ", listed,
                          " but world rank ", member, " was given ", theirs,
                          "; every rank must create the same groups in the same order"));
       }
     }
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(spec.name, ": the store failed: ", e.what()));
+    return StatusFromException(absl::StrCat(name, ": the rendezvous store"), e);
   }
+
+  GroupSpec spec;
+  spec.store = store;
+  spec.rank = group_rank;
+  spec.size = static_cast<int>(ranks.size());
+  spec.members = ranks;
+  spec.timeout = options_.timeout;
+  spec.name = name;
 
   if (backend == Backend::kGloo) {
     if (gloo_ == nullptr) {

@@ -151,6 +151,10 @@ void BadArgumentsAreRefusedAndTheGroupStillWorks(ProcessGroup& group) {
   absl::Status s = group.AllReduceSum(strided);
   WORKER_CHECK(absl::IsInvalidArgument(s) && s.message().find("contiguous") != std::string::npos,
                s.ToString());
+  at::Tensor sparse = torch::eye(3).to_sparse();
+  s = group.AllReduceSum(sparse);
+  WORKER_CHECK(absl::IsInvalidArgument(s) && s.message().find("dense") != std::string::npos,
+               s.ToString());
   at::Tensor flags = torch::ones({3}, torch::kBool);
   s = group.AllReduceSum(flags);
   WORKER_CHECK(absl::IsInvalidArgument(s) && s.message().find("Bool") != std::string::npos,
@@ -236,18 +240,28 @@ class GlooJob {
     }
   }
 
+  // Workers not waited for (a failed assertion returned early) are killed, not orphaned.
+  ~GlooJob() {
+    if (!waited_) varuna::testing::WaitAll(processes_, std::chrono::milliseconds(0));
+  }
+
   c10d::Store& store() { return *store_; }
   const std::vector<Process>& processes() const { return processes_; }
+
+  std::vector<ExitInfo> Wait(std::chrono::milliseconds deadline) {
+    waited_ = true;
+    return varuna::testing::WaitAll(processes_, deadline);
+  }
 
  private:
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::vector<Process> processes_;
+  bool waited_ = false;
 };
 
 void ExpectAllPass(int n) {
   GlooJob job("collectives", n, std::chrono::seconds(30));
-  const std::vector<ExitInfo> exits =
-      varuna::testing::WaitAll(job.processes(), std::chrono::seconds(90));
+  const std::vector<ExitInfo> exits = job.Wait(std::chrono::seconds(90));
   for (const ExitInfo& e : exits) {
     ASSERT_TRUE(e.exited && e.code == 0) << varuna::testing::Describe(exits);
     EXPECT_NE(e.output.find("all checks passed"), std::string::npos) << e.output;
@@ -271,8 +285,7 @@ TEST(GlooProcessGroupTest, KillingOneProcessMidCollectiveMakesTheOthersFailPromp
 
   const auto killed_at = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(job.processes()[kVictim].pid, SIGKILL), 0);
-  const std::vector<ExitInfo> exits =
-      varuna::testing::WaitAll(job.processes(), std::chrono::seconds(60));
+  const std::vector<ExitInfo> exits = job.Wait(std::chrono::seconds(60));
   const double since_kill =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
 

@@ -71,6 +71,17 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     std::cerr << "new group: " << group.status() << std::endl;
     return absl::IsFailedPrecondition(group.status()) ? kGroupRefused : 1;
   }
+  if (role == "member_lists_exclude_rank1") {
+    // Ranks 0 and 2 create [0,1]; rank 1 creates [0,2], so by its own list it is no member
+    // of this group. Rank 0 must fail at once, not wait for rank 1 until the timeout.
+    const std::vector<int> ranks =
+        options.rank == 1 ? std::vector<int>{0, 2} : std::vector<int>{0, 1};
+    absl::StatusOr<std::unique_ptr<varuna::comm::ProcessGroup>> group =
+        (*world)->NewGroup(ranks, Backend::kGloo);
+    std::cerr << "new group: " << group.status() << std::endl;
+    if (absl::IsFailedPrecondition(group.status())) return kGroupRefused;
+    return group.ok() && *group == nullptr ? 0 : 1;
+  }
   std::cerr << "unknown worker role " << role << std::endl;
   return 2;
 }
@@ -180,7 +191,9 @@ TEST(WorldTest, ASingleProcessWorldWorksAndRefusesBadGroups) {
   auto nccl = (*world)->NewGroup({0}, Backend::kNccl);
 #ifdef VARUNA_WITH_CUDA
   // A CUDA build refuses for want of a GPU on this machine, or works on a GPU host.
-  if (!nccl.ok()) EXPECT_THAT(nccl.status().ToString(), HasSubstr("CUDA device 0 does not exist"));
+  if (!nccl.ok()) {
+    EXPECT_THAT(nccl.status().ToString(), HasSubstr("CUDA device 0 does not exist"));
+  }
 #else
   EXPECT_THAT(nccl.status().ToString(),
               HasSubstr("UNIMPLEMENTED: nccl group 4 [0] rank 0: NCCL groups need a CUDA build; "
@@ -238,6 +251,21 @@ TEST(WorldTest, NewGroupRefusesMembersGivenDifferentLists) {
   }
   EXPECT_THAT(exits[0].output,
               HasSubstr("world rank 0 was given members [0,1] but world rank 1 was given [1,0]"));
+}
+
+TEST(WorldTest, NewGroupFailsAtOnceWhenARankIsNoMemberByItsOwnList) {
+  auto store = ServeStore();
+  const std::vector<ExitInfo> exits = varuna::testing::WaitAll(
+      StartWorkers("member_lists_exclude_rank1", {3, 3, 3}, store->getPort(),
+                   /*store_external=*/true, 20000),
+      std::chrono::seconds(60));
+  const std::string all = varuna::testing::Describe(exits);
+  ASSERT_TRUE(exits[0].exited && exits[0].code == kGroupRefused) << all;
+  EXPECT_THAT(exits[0].output,
+              HasSubstr("world rank 0 was given members [0,1] but world rank 1 was given [0,2]"));
+  EXPECT_LT(exits[0].seconds, 10.0) << "rank 0 waited for the timeout (20 s)\n" << all;
+  EXPECT_TRUE(exits[1].exited && exits[1].code == 0) << all;
+  EXPECT_TRUE(exits[2].exited && exits[2].code == 0) << all;
 }
 
 }  // namespace
