@@ -110,14 +110,11 @@ int RunNcclWorker(const std::map<std::string, std::string>& args) {
 TEST(CudaSmokeTest, NcclAllReduceBroadcastAndSendRecvAcrossTheVisibleGpus) {
   SKIP_WITHOUT_GPU();
   const int n = std::min<int>(static_cast<int>(torch::cuda::device_count()), 8);
-  std::vector<varuna::testing::Process> workers;
-  const int port = varuna::testing::FreePort();
-  for (int r = 0; r < n; ++r) {
-    workers.push_back(varuna::testing::Spawn(
-        {varuna::testing::SelfPath(), "--worker=nccl", "--rank=" + std::to_string(r),
-         "--world_size=" + std::to_string(n), "--port=" + std::to_string(port)},
-        ::testing::TempDir() + "nccl_rank" + std::to_string(r) + ".log"));
-  }
+  const std::string port = std::to_string(varuna::testing::FreePort());
+  const std::vector<varuna::testing::Process> workers =
+      varuna::testing::SpawnRanks("nccl", n, [&](int) {
+        return std::vector<std::string>{"--world_size=" + std::to_string(n), "--port=" + port};
+      });
   const auto exits = varuna::testing::WaitAll(workers, std::chrono::seconds(180));
   for (const auto& e : exits) {
     ASSERT_TRUE(e.exited && e.code == 0) << varuna::testing::Describe(exits);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -70,6 +71,18 @@ Process Spawn(const std::vector<std::string>& argv, const std::string& log_path,
   }
   close(log_fd);
   return Process{pid, log_path};
+}
+
+std::vector<Process> SpawnRanks(const std::string& role, int ranks,
+                                const std::function<std::vector<std::string>(int)>& args) {
+  std::vector<Process> processes;
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<std::string> argv = {SelfPath(), "--worker=" + role, "--rank=" + std::to_string(r)};
+    for (std::string& a : args(r)) argv.push_back(std::move(a));
+    processes.push_back(
+        Spawn(argv, ::testing::TempDir() + role + "_rank" + std::to_string(r) + ".log"));
+  }
+  return processes;
 }
 
 std::vector<ExitInfo> WaitAll(const std::vector<Process>& processes,

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,11 @@ struct Process {
 // Aborts the test program if fork or exec fails.
 Process Spawn(const std::vector<std::string>& argv, const std::string& log_path,
               const std::map<std::string, std::string>& extra_env = {});
+
+// Starts one worker per rank: this binary with --worker=<role> --rank=<r> and the arguments
+// args(r) returns, logging to ::testing::TempDir() + "<role>_rank<r>.log".
+std::vector<Process> SpawnRanks(const std::string& role, int ranks,
+                                const std::function<std::vector<std::string>(int)>& args);
 
 struct ExitInfo {
   bool exited = false;  // exited normally, with `code`

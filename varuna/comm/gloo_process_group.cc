@@ -155,7 +155,7 @@ absl::Status CheckCpuTensor(const at::Tensor& tensor, const std::string& what) {
 
 // A send or receive in flight. It keeps its tensor alive, and its destructor waits for it,
 // so gloo never writes into or reads from freed memory.
-class TransferWork : public Work {
+class TransferWork final : public Work {
  public:
   TransferWork(std::shared_ptr<GroupState> state, at::Tensor tensor,
                std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send,
@@ -166,9 +166,13 @@ class TransferWork : public Work {
         is_send_(is_send),
         what_(std::move(what)) {}
 
-  ~TransferWork() override { Wait(); }
+  // Waiting here is what makes dropping an unwaited transfer safe; its result has no reader.
+  ~TransferWork() override { Finish().IgnoreError(); }
 
-  absl::Status Wait() override {
+  absl::Status Wait() override { return Finish(); }
+
+ private:
+  absl::Status Finish() {
     std::lock_guard<std::mutex> lock(mu_);
     if (waited_) return result_;
     waited_ = true;
@@ -184,7 +188,6 @@ class TransferWork : public Work {
     return result_;
   }
 
- private:
   std::shared_ptr<GroupState> state_;
   at::Tensor tensor_;
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;

@@ -230,14 +230,11 @@ class GlooJob {
     options.waitWorkers = false;
     options.timeout = std::chrono::seconds(60);
     store_ = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
-    const std::string dir = ::testing::TempDir();
-    for (int r = 0; r < n; ++r) {
-      processes_.push_back(varuna::testing::Spawn(
-          {varuna::testing::SelfPath(), "--worker=" + role, "--rank=" + std::to_string(r),
-           "--world_size=" + std::to_string(n), "--port=" + std::to_string(store_->getPort()),
-           "--timeout_ms=" + std::to_string(timeout.count())},
-          dir + role + "_rank" + std::to_string(r) + ".log"));
-    }
+    const std::string port = std::to_string(store_->getPort());
+    processes_ = varuna::testing::SpawnRanks(role, n, [&](int) {
+      return std::vector<std::string>{"--world_size=" + std::to_string(n), "--port=" + port,
+                                      "--timeout_ms=" + std::to_string(timeout.count())};
+    });
   }
 
   // Workers not waited for (a failed assertion returned early) are killed, not orphaned.

@@ -91,16 +91,12 @@ int RunWorker(const std::map<std::string, std::string>& args) {
 // Starts one worker per entry of `world_sizes` (rank = index) against a store on `port`.
 std::vector<Process> StartWorkers(const std::string& role, const std::vector<int>& world_sizes,
                                   int port, bool store_external, int timeout_ms) {
-  std::vector<Process> processes;
-  for (size_t r = 0; r < world_sizes.size(); ++r) {
-    processes.push_back(varuna::testing::Spawn(
-        {varuna::testing::SelfPath(), "--worker=" + role, "--rank=" + std::to_string(r),
-         "--world_size=" + std::to_string(world_sizes[r]), "--port=" + std::to_string(port),
-         "--store=" + std::string(store_external ? "external" : "rank0"),
-         "--timeout_ms=" + std::to_string(timeout_ms)},
-        ::testing::TempDir() + role + "_rank" + std::to_string(r) + ".log"));
-  }
-  return processes;
+  return varuna::testing::SpawnRanks(role, static_cast<int>(world_sizes.size()), [&](int r) {
+    return std::vector<std::string>{"--world_size=" + std::to_string(world_sizes[r]),
+                                    "--port=" + std::to_string(port),
+                                    "--store=" + std::string(store_external ? "external" : "rank0"),
+                                    "--timeout_ms=" + std::to_string(timeout_ms)};
+  });
 }
 
 c10::intrusive_ptr<c10d::TCPStore> ServeStore() {
