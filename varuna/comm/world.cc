@@ -99,7 +99,7 @@ absl::StatusOr<std::unique_ptr<World>> World::Join(const WorldOptions& options) 
     return absl::UnavailableError(absl::StrCat(
         "rank ", options.rank, ": cannot ", serve ? "serve" : "reach", " the rendezvous store at ",
         options.master_addr, ":", options.master_port, ": ", e.what(),
-        serve ? "; is the port in use? choose another --master_port"
+        serve ? "; is the port in use? choose another MASTER_PORT"
               : "; check MASTER_ADDR/MASTER_PORT and that rank 0 is running"));
   }
   std::unique_ptr<World> world(new World(options, std::move(store)));

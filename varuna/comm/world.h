@@ -33,8 +33,8 @@ struct WorldOptions {
   Backend backend = Backend::kGloo;
   // Limit for joining, for creating a group, and for each operation of every group.
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  // Address other ranks reach this one's Gloo connections at. Empty: 127.0.0.1 when
-  // master_addr is a loopback address, else this host's name.
+  // Address other ranks reach this one's Gloo connections at. Empty: the local address of
+  // the route to master_addr (127.0.0.1 when the master is on this host).
   std::string gloo_address;
   // CUDA device of this rank's NCCL groups (usually the local rank).
   int cuda_device = 0;
