@@ -75,7 +75,7 @@ void SetSumOutput(gloo::AllreduceOptions& opts, const at::Tensor& tensor) {
 }
 using SetSumOutputFn = void (*)(gloo::AllreduceOptions&, const at::Tensor&);
 
-// The setter for each dtype IsSummable accepts.
+// The setter for each dtype Gloo can sum (those IsSummable lists); nullptr for the others.
 SetSumOutputFn SumOutputFor(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat:
@@ -219,8 +219,8 @@ class GlooProcessGroup : public ProcessGroup {
   absl::Status AllReduceSum(at::Tensor& tensor) override {
     const std::string what = absl::StrCat(name(), ": all-reduce");
     if (absl::Status s = CheckCpuTensor(tensor, what); !s.ok()) return s;
-    if (absl::Status s = CheckSummable(tensor, what); !s.ok()) return s;
     const SetSumOutputFn set_output = SumOutputFor(tensor.scalar_type());
+    if (set_output == nullptr) return UnsummableError(tensor, what);
     const uint32_t tag = next_tag_++;
     return state_->Run("all-reduce", [&] {
       gloo::AllreduceOptions opts(state_->context());

@@ -45,10 +45,14 @@ inline bool IsSummable(at::ScalarType dtype) {
   }
 }
 
-inline absl::Status CheckSummable(const at::Tensor& tensor, const std::string& what) {
-  if (IsSummable(tensor.scalar_type())) return absl::OkStatus();
+// InvalidArgument saying AllReduceSum cannot sum `tensor`'s dtype.
+inline absl::Status UnsummableError(const at::Tensor& tensor, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(
       what, ": summing dtype ", c10::toString(tensor.scalar_type()), " is not supported"));
+}
+
+inline absl::Status CheckSummable(const at::Tensor& tensor, const std::string& what) {
+  return IsSummable(tensor.scalar_type()) ? absl::OkStatus() : UnsummableError(tensor, what);
 }
 
 }  // namespace varuna::comm

@@ -163,44 +163,41 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> World::NewGroup(const std::vector<
     }
     if (ranks[i] == rank()) group_rank = static_cast<int>(i);
   }
-  const std::string name =
-      absl::StrCat(BackendName(backend), " group ", id, " ", listed, " rank ", group_rank);
-  auto store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("group/", id), store_);
+  GroupSpec spec;
+  spec.store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("group/", id), store_);
+  spec.rank = group_rank;
+  spec.size = static_cast<int>(ranks.size());
+  spec.members = ranks;
+  spec.timeout = options_.timeout;
+  spec.name = absl::StrCat(BackendName(backend), " group ", id, " ", listed, " rank ", group_rank);
 
   // All members must mean the same group. Every rank, member or not, publishes the list it
   // was given, so a member given another list, or a rank that skipped a NewGroup call (and
   // so numbers its groups differently), is caught here instead of hanging a collective.
   try {
-    store->set(absl::StrCat("members/", rank()), listed);
+    spec.store->set(absl::StrCat("members/", rank()), listed);
     if (group_rank < 0) return std::unique_ptr<ProcessGroup>();
     for (int member : ranks) {
+      if (member == rank()) continue;
       std::string theirs;
       try {
-        theirs = StoreValue(*store, absl::StrCat("members/", member));
+        theirs = StoreValue(*spec.store, absl::StrCat("members/", member));
       } catch (const std::exception& e) {
         return StatusFromException(
-            absl::StrCat(name, ": waiting for world rank ", member, " to create group ", id,
+            absl::StrCat(spec.name, ": waiting for world rank ", member, " to create group ", id,
                          " (every rank must create the same groups in the same order)"),
             e);
       }
       if (theirs != listed) {
         return absl::FailedPreconditionError(
-            absl::StrCat(name, ": world rank ", rank(), " was given members ", listed,
+            absl::StrCat(spec.name, ": world rank ", rank(), " was given members ", listed,
                          " but world rank ", member, " was given ", theirs,
                          "; every rank must create the same groups in the same order"));
       }
     }
   } catch (const std::exception& e) {
-    return StatusFromException(absl::StrCat(name, ": the rendezvous store"), e);
+    return StatusFromException(absl::StrCat(spec.name, ": the rendezvous store"), e);
   }
-
-  GroupSpec spec;
-  spec.store = store;
-  spec.rank = group_rank;
-  spec.size = static_cast<int>(ranks.size());
-  spec.members = ranks;
-  spec.timeout = options_.timeout;
-  spec.name = name;
 
   if (backend == Backend::kGloo) {
     if (gloo_ == nullptr) {

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -32,21 +31,17 @@ std::string Library(const std::string& path) { return path.substr(path.rfind('/'
 
 TEST(GlooIsolationTest, GlooSymbolsNeverCrossBetweenLibglooAndLibtorchCpu) {
   const std::string log = ::testing::TempDir() + "bindings";
-  const std::vector<varuna::testing::ExitInfo> exits = varuna::testing::WaitAll(
-      {varuna::testing::Spawn({varuna::testing::SelfPath(), "--worker=allreduce",
-                               "--port=" + std::to_string(varuna::testing::FreePort())},
-                              ::testing::TempDir() + "worker.log",
-                              {{"LD_DEBUG", "bindings"}, {"LD_DEBUG_OUTPUT", log}})},
-      std::chrono::seconds(60));
+  const varuna::testing::Process worker = varuna::testing::Spawn(
+      {varuna::testing::SelfPath(), "--worker=allreduce",
+       "--port=" + std::to_string(varuna::testing::FreePort())},
+      ::testing::TempDir() + "worker.log", {{"LD_DEBUG", "bindings"}, {"LD_DEBUG_OUTPUT", log}});
+  const std::vector<varuna::testing::ExitInfo> exits =
+      varuna::testing::WaitAll({worker}, std::chrono::seconds(60));
   ASSERT_TRUE(exits[0].exited && exits[0].code == 0) << varuna::testing::Describe(exits);
 
   // LD_DEBUG_OUTPUT appends ".<pid>" to the file name.
-  std::string debug_path;
-  for (const auto& entry : std::filesystem::directory_iterator(::testing::TempDir())) {
-    if (entry.path().filename().string().rfind("bindings.", 0) == 0) debug_path = entry.path();
-  }
-  ASSERT_FALSE(debug_path.empty()) << "no LD_DEBUG output in " << ::testing::TempDir();
-  std::ifstream bindings(debug_path);
+  std::ifstream bindings(log + "." + std::to_string(worker.pid));
+  ASSERT_TRUE(bindings.good()) << "no LD_DEBUG output at " << log << "." << worker.pid;
   // "binding file <from> [0] to <to> [0]: normal symbol `<name>'"
   const std::regex line(R"(binding file (\S+) \[\d+\] to (\S+) \[\d+\]: \S+ symbol `([^']+)')");
   std::map<std::pair<std::string, std::string>, int> gloo_bindings;  // (from, to) -> count
