@@ -1,0 +1,183 @@
+// SentencePiece lives here and only here: no Abseil header may be included in this file
+// (see tokenizer.h).
+#include "data/tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace data {
+namespace {
+
+constexpr char kHowToMake[] =
+    "make one with //data:train_tokenizer (bazel run //data:train_tokenizer -- "
+    "--input=corpus.jsonl --model-prefix=tok --vocab-size=8000, then pass tok.model)";
+
+// Feeds a SentenceSource to SentencePiece's trainer.
+class SourceIterator final : public sentencepiece::SentenceIterator {
+ public:
+  explicit SourceIterator(SentenceSource* source) : source_(source) { Advance(); }
+
+  bool done() const override { return done_; }
+  void Next() override { Advance(); }
+  const std::string& value() const override { return value_; }
+  sentencepiece::util::Status status() const override {
+    const std::string error = source_->error();
+    if (error.empty()) return sentencepiece::util::Status();
+    return sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, error);
+  }
+
+ private:
+  void Advance() {
+    if (!done_ && !source_->Next(&value_)) {
+      done_ = true;
+      value_.clear();
+    }
+  }
+
+  SentenceSource* source_;
+  std::string value_;
+  bool done_ = false;
+};
+
+std::string FormatDouble(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
+  return buffer;
+}
+
+}  // namespace
+
+struct Tokenizer::Model {
+  sentencepiece::SentencePieceProcessor processor;
+};
+
+Tokenizer::Tokenizer(std::string model_file, std::unique_ptr<Model> model)
+    : model_file_(std::move(model_file)), model_(std::move(model)) {}
+
+Tokenizer::~Tokenizer() = default;
+
+std::unique_ptr<Tokenizer> Tokenizer::Load(const std::string& model_file, std::string* error) {
+  if (model_file.empty()) {
+    *error = std::string("no tokenizer model given (--tokenizer-model is empty); ") + kHowToMake;
+    return nullptr;
+  }
+  if (!std::ifstream(model_file).good()) {
+    *error = "tokenizer model " + model_file + " does not exist or cannot be read; " + kHowToMake;
+    return nullptr;
+  }
+  auto model = std::make_unique<Model>();
+  const sentencepiece::util::Status status = model->processor.Load(model_file);
+  if (!status.ok()) {
+    *error = "cannot load tokenizer model " + model_file + ": " + status.ToString() +
+             " (is it a SentencePiece .model file?); " + kHowToMake;
+    return nullptr;
+  }
+  if (model->processor.eos_id() < 0) {
+    *error = "tokenizer model " + model_file +
+             " has no end-of-document piece (its eos_id is -1), which is needed to separate "
+             "documents; train a model that defines </s> (eos_id >= 0), e.g. with "
+             "//data:train_tokenizer";
+    return nullptr;
+  }
+  return std::unique_ptr<Tokenizer>(new Tokenizer(model_file, std::move(model)));
+}
+
+std::vector<int> Tokenizer::Encode(std::string_view text) const {
+  std::vector<int> ids;
+  const sentencepiece::util::Status status = model_->processor.Encode(text, &ids);
+  if (!status.ok()) {
+    std::fprintf(stderr, "FATAL: SentencePiece failed to encode with %s: %s\n", model_file_.c_str(),
+                 status.ToString().c_str());
+    std::abort();
+  }
+  return ids;
+}
+
+std::string Tokenizer::Decode(const std::vector<int>& ids) const {
+  const int size = vocab_size();
+  std::vector<int> valid(ids);
+  for (int& id : valid) {
+    if (id < 0 || id >= size) id = model_->processor.unk_id();
+  }
+  std::string text;
+  const sentencepiece::util::Status status = model_->processor.Decode(valid, &text);
+  if (!status.ok()) {
+    std::fprintf(stderr, "FATAL: SentencePiece failed to decode with %s: %s\n", model_file_.c_str(),
+                 status.ToString().c_str());
+    std::abort();
+  }
+  return text;
+}
+
+int Tokenizer::vocab_size() const { return model_->processor.GetPieceSize(); }
+
+int Tokenizer::eod_id() const { return model_->processor.eos_id(); }
+
+int Tokenizer::pad_id() const { return model_->processor.pad_id(); }
+
+std::string Tokenizer::IdToPiece(int id) const {
+  if (id < 0 || id >= vocab_size()) return "";
+  return model_->processor.IdToPiece(id);
+}
+
+std::string TrainSentencePiece(const TokenizerTrainOptions& options, SentenceSource* source) {
+  if (options.model_prefix.empty()) return "no model prefix given (--model-prefix is empty)";
+  if (options.model_type != "bpe" && options.model_type != "unigram") {
+    return "model type '" + options.model_type + "' is not supported: use bpe or unigram";
+  }
+  if (options.vocab_size < 8) {
+    return "vocabulary size " + std::to_string(options.vocab_size) + " is too small";
+  }
+  std::string input;
+  if (source == nullptr) {
+    if (options.input_files.empty()) return "no input files given to train the tokenizer";
+    for (const std::string& file : options.input_files) {
+      if (!std::ifstream(file).good()) {
+        return "training input " + file + " does not exist or cannot be read";
+      }
+      input += (input.empty() ? "" : ",") + file;
+    }
+  }
+  std::unordered_map<std::string, std::string> args = {
+      {"model_prefix", options.model_prefix},
+      {"vocab_size", std::to_string(options.vocab_size)},
+      {"model_type", options.model_type},
+      {"character_coverage", FormatDouble(options.character_coverage)},
+      {"byte_fallback", options.byte_fallback ? "true" : "false"},
+      {"input_sentence_size", std::to_string(options.input_sentence_size)},
+      {"shuffle_input_sentence", "true"},
+      {"num_threads", std::to_string(options.num_threads)},
+      // Keep text exactly: no NFKC, no whitespace folding.
+      {"normalization_rule_name", "identity"},
+      {"remove_extra_whitespaces", "false"},
+      {"unk_id", std::to_string(options.unk_id)},
+      {"bos_id", std::to_string(options.bos_id)},
+      {"eos_id", std::to_string(options.eos_id)},
+      {"pad_id", std::to_string(options.pad_id)},
+      {"minloglevel", options.verbose ? "0" : "1"},
+  };
+  if (source == nullptr) args["input"] = input;
+  std::unique_ptr<SourceIterator> iterator;
+  if (source != nullptr) iterator = std::make_unique<SourceIterator>(source);
+  const sentencepiece::util::Status status =
+      sentencepiece::SentencePieceTrainer::Train(args, iterator.get());
+  if (!status.ok()) {
+    std::string message =
+        "SentencePiece training of " + options.model_prefix + ".model failed: " + status.ToString();
+    if (status.ToString().find("ocabulary size") != std::string::npos) {
+      message += " (the input has too few distinct pieces for --vocab-size=" +
+                 std::to_string(options.vocab_size) + "; lower it or give more text)";
+    }
+    return message;
+  }
+  return "";
+}
+
+}  // namespace data

@@ -1,0 +1,111 @@
+// The tokenizer: a SentencePiece model (BPE or unigram) that turns text into token ids and
+// back, and the trainer that makes such a model from text.
+//
+// This header uses std types only, on purpose: SentencePiece's headers cannot share a
+// translation unit with Abseil's (shared/toolchain.md), so tokenizer.cc includes
+// SentencePiece and nothing of Abseil, and code that uses Abseil includes this header or
+// tokenizer_status.h, which reports errors as absl::Status.
+//
+// Models trained by TrainSentencePiece keep text exactly: identity normalization, spaces
+// kept as they are, and byte fallback, so Decode(Encode(text)) == text for any UTF-8 text,
+// newlines and tabs included (GPT-2's byte-level BPE has the same property).
+#ifndef DATA_TOKENIZER_H_
+#define DATA_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace data {
+
+// A loaded SentencePiece model. Immutable after Load: every method is const and may be
+// called from several threads at once.
+class Tokenizer {
+ public:
+  // Loads `model_file` (a SentencePiece .model). Returns nullptr and sets *error (naming the
+  // file, the problem and how to make a model) if the file is missing or not a model, or if
+  // the model has no end-of-document piece (eos, "</s>").
+  static std::unique_ptr<Tokenizer> Load(const std::string& model_file, std::string* error);
+
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // Token ids of `text` (UTF-8), without EOD. Never fails for a loaded model (aborts with a
+  // message if SentencePiece reports an error, which would be a bug).
+  std::vector<int> Encode(std::string_view text) const;
+
+  // The text of `ids`. Ids outside [0, vocab_size()) (e.g. from a vocabulary padded for the
+  // model) decode as the unknown piece; control ids (EOD, BOS, pad) decode as nothing.
+  std::string Decode(const std::vector<int>& ids) const;
+
+  // Number of pieces; ids are in [0, vocab_size()).
+  int vocab_size() const;
+  // The end-of-document id (the model's eos, "</s>"): appended after every document.
+  int eod_id() const;
+  // The padding id, or -1 if the model has none.
+  int pad_id() const;
+  // The piece of `id` ("▁the", "<0x0A>", "</s>"); "" if `id` is out of range.
+  std::string IdToPiece(int id) const;
+  const std::string& model_file() const { return model_file_; }
+
+ private:
+  struct Model;  // wraps sentencepiece::SentencePieceProcessor
+  Tokenizer(std::string model_file, std::unique_ptr<Model> model);
+
+  const std::string model_file_;
+  const std::unique_ptr<Model> model_;
+};
+
+// Where training sentences come from when they are not plain text files.
+class SentenceSource {
+ public:
+  virtual ~SentenceSource() = default;
+  // Sets *sentence to the next sentence (one line of text without '\n') and returns true;
+  // returns false at the end, or on an error, which error() then describes.
+  virtual bool Next(std::string* sentence) = 0;
+  // Why Next() stopped early; "" if it reached the end normally.
+  virtual std::string error() const = 0;
+};
+
+// How to train a model. The defaults make a byte-fallback BPE model that keeps text
+// exactly, with ids unk=0 ("<unk>"), bos=1 ("<s>"), eos=2 ("</s>", the EOD), pad=3 ("<pad>").
+struct TokenizerTrainOptions {
+  // Plain-text files, one sentence per line. Ignored when a SentenceSource is passed.
+  std::vector<std::string> input_files;
+  // Writes <model_prefix>.model and <model_prefix>.vocab. Required.
+  std::string model_prefix;
+  // Pieces in the model, special and byte pieces included (byte fallback alone takes 256 +
+  // 4 specials, so use at least ~300).
+  int vocab_size = 8000;
+  // "bpe" or "unigram".
+  std::string model_type = "bpe";
+  // Fraction of characters covered by pieces; the rest are spelled as bytes.
+  double character_coverage = 1.0;
+  // Unknown characters become UTF-8 byte pieces instead of <unk>, so any text encodes.
+  bool byte_fallback = true;
+  // Training reads at most this many sentences, sampled uniformly from the input (0: all).
+  // Keeps training on a large corpus to seconds or minutes.
+  int64_t input_sentence_size = 300000;
+  // Ids of the special pieces; -1 leaves a piece out (a model without eos cannot be
+  // loaded by Tokenizer::Load, which needs it as the EOD).
+  int unk_id = 0;
+  int bos_id = 1;
+  int eos_id = 2;
+  int pad_id = 3;
+  // Training threads.
+  int num_threads = 4;
+  // Print SentencePiece's progress log on stderr.
+  bool verbose = false;
+};
+
+// Trains a model with SentencePiece from `source` (or, if it is nullptr, from
+// options.input_files). Returns "" on success, else the error (invalid options, unreadable
+// input, no sentences, a vocabulary too large for the input, an unwritable model prefix).
+std::string TrainSentencePiece(const TokenizerTrainOptions& options, SentenceSource* source);
+
+}  // namespace data
+
+#endif  // DATA_TOKENIZER_H_

@@ -1,0 +1,114 @@
+// Gpt2Stage: the GPT-2 language model of Megatron-LM (as Varuna trained it) for one contiguous
+// range of cut-point segments, as the Varuna engine sees it (varuna/stage_module.h).
+//
+// With L = num_layers the model has L segments and L - 1 cut points:
+//   segment 0        word + position embeddings, embedding dropout, layer 0
+//   segment k        layer k                                  (0 < k < L-1)
+//   segment L-1      layer L-1, final LayerNorm, LM head, masked-mean cross entropy
+// (with L = 1, segment 0 holds everything). Cut point k follows layer k.
+//
+// A stage allocates ONLY the parameters of its segments (an 8.3B model is never materialised
+// whole); their names are the full-model names of parameter_names.h (global layer indices). The
+// LM head weight is its own parameter tied to the word embedding (shared_weights()); both start
+// equal because initialisation is per parameter name (init.h), so every stage built with the
+// same seed holds bit-identical values for the parameters it shares with any other stage.
+// Parameters are created on the CPU in float32; move the module with to(device, dtype).
+//
+// Inputs of Forward (batch first; a stage reads only what its segments need):
+//   input_ids       [b, s] int64     segment 0
+//   position_ids    [b, s] int64     segment 0
+//   labels          [b, s] int64     last segment; values < padded vocab size
+//   loss_mask       [b, s] floating  last segment; 1 = counts in the loss, 0 = ignored
+//   attention_mask  [b or 1, 1, s, s] bool, optional, true = masked out; absent: causal mask
+// The activation between stages is [b, s, h] in the parameters' dtype.
+//
+// Dropout draws from LibTorch's default generator (the engine saves and restores it for
+// recompute) and follows is_training(). Errors in inputs throw c10::Error naming the input.
+//
+// Thread safety: none; a stage is used by one thread at a time.
+#ifndef MODELS_GPT2_MODEL_H_
+#define MODELS_GPT2_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "models/gpt2/config.h"
+#include "models/gpt2/transformer_layer.h"
+#include "varuna/cut_point.h"
+#include "varuna/stage_module.h"
+
+namespace gpt2 {
+
+// OK if `range` is a non-empty range of segments of a model with `config` (which must be
+// valid); otherwise InvalidArgument naming the range, the model's segment count and the fix.
+absl::Status ValidateSegmentRange(const Gpt2Config& config, varuna::SegmentRange range);
+
+class Gpt2Stage : public varuna::StageModule {
+ public:
+  // Allocates and initialises the parameters of `range` (init.h, under `seed`). Throws
+  // c10::Error with Validate()'s or ValidateSegmentRange()'s message if the config or range is
+  // invalid; check them first to get an absl::Status instead.
+  Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint64_t seed);
+
+  varuna::SegmentRange segments() const override { return range_; }
+  int num_segments() const override { return config_.num_layers; }
+
+  // Runs the held segments (see the header comment for inputs). Returns the activation
+  // [b, s, h] leaving segments().last, or, when the range ends at the last segment, the scalar
+  // loss sum(ce * loss_mask) / sum(loss_mask) with ce the per-token cross entropy, computed and
+  // returned in float32 (also for float16/bfloat16 models; float64 for a float64 model). The
+  // loss is NaN if loss_mask sums to 0.
+  torch::Tensor Forward(const torch::Tensor& activation, const varuna::TensorMap& inputs) override;
+
+  // Like Forward, for a range ending at the last segment, but returns the logits [b, s, V]
+  // (V = padded vocab size, in the parameters' dtype) instead of the loss; reads no labels or
+  // loss_mask. For evaluation and tests.
+  torch::Tensor Logits(const torch::Tensor& activation, const varuna::TensorMap& inputs);
+
+  // {{"wte.weight", "lm_head_weight"}}.
+  std::vector<varuna::SharedWeight> shared_weights() const override;
+
+  // Per parameter_names.h, for every full-model name (held or not); -1 if unknown.
+  int SegmentOf(const std::string& parameter_name) const override;
+
+  // False for biases and LayerNorm weights, true otherwise (parameter_names.h).
+  bool DecaysWeight(const std::string& parameter_name) const override;
+
+  // All L - 1 cut points of the full model (index k follows layer k). Forward applies those
+  // inside segments(): k in [first, min(last, L - 2)]. Observers set here see the activation
+  // crossing them.
+  std::vector<varuna::CutPoint>& cut_points() { return cut_points_; }
+  const std::vector<varuna::CutPoint>& cut_points() const { return cut_points_; }
+
+  const Gpt2Config& config() const { return config_; }
+
+ private:
+  // Segments [first, last] up to the final LayerNorm output [b, s, h] when the range ends at
+  // the last segment, else the activation leaving the range.
+  torch::Tensor RunSegments(const torch::Tensor& activation, const varuna::TensorMap& inputs);
+  torch::Tensor Embed(const varuna::TensorMap& inputs);
+  torch::Tensor AttentionMask(const varuna::TensorMap& inputs, const torch::Tensor& x) const;
+  std::string Where() const;  // "Gpt2Stage(segments [a, b] of L)" for messages
+
+  Gpt2Config config_;
+  varuna::SegmentRange range_;
+  std::vector<varuna::CutPoint> cut_points_;
+
+  // Held parts; null where the range does not hold them.
+  torch::Tensor wte_weight_;
+  torch::Tensor wpe_weight_;
+  std::vector<std::shared_ptr<TransformerLayer>> layers_;  // layers_[i] = layer first + i
+  std::shared_ptr<LayerNormParams> ln_f_;
+  torch::Tensor lm_head_weight_;
+};
+
+// A StageBuilder (varuna/stage_module.h) that builds Gpt2Stage(config, range, seed) for the
+// range it is given; the built stage throws as the constructor does for an invalid range.
+varuna::StageBuilder Gpt2StageBuilder(const Gpt2Config& config, uint64_t seed);
+
+}  // namespace gpt2
+
+#endif  // MODELS_GPT2_MODEL_H_

@@ -1,0 +1,108 @@
+#include "models/gpt2/transformer_layer.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+namespace gpt2 {
+
+at::ScalarType AccumulationType(at::ScalarType dtype) {
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+}
+
+LinearParams::LinearParams(int64_t in_features, int64_t out_features)
+    : torch::nn::Module("LinearParams") {
+  weight = register_parameter("weight", at::empty({out_features, in_features}));
+  bias = register_parameter("bias", at::empty({out_features}));
+}
+
+LayerNormParams::LayerNormParams(int64_t features) : torch::nn::Module("LayerNormParams") {
+  weight = register_parameter("weight", at::empty({features}));
+  bias = register_parameter("bias", at::empty({features}));
+}
+
+AttentionParams::AttentionParams(int64_t hidden_size) : torch::nn::Module("AttentionParams") {
+  c_attn = register_module("c_attn", std::make_shared<LinearParams>(hidden_size, 3 * hidden_size));
+  c_proj = register_module("c_proj", std::make_shared<LinearParams>(hidden_size, hidden_size));
+}
+
+MlpParams::MlpParams(int64_t hidden_size) : torch::nn::Module("MlpParams") {
+  c_fc = register_module("c_fc", std::make_shared<LinearParams>(hidden_size, 4 * hidden_size));
+  c_proj = register_module("c_proj", std::make_shared<LinearParams>(4 * hidden_size, hidden_size));
+}
+
+torch::Tensor Dropout(const torch::Tensor& x, double p, bool training) {
+  if (!training || p == 0.0) return x;
+  return at::dropout(x, p, /*train=*/true);
+}
+
+torch::Tensor LayerNorm(const LayerNormParams& params, const torch::Tensor& x, double epsilon) {
+  return at::layer_norm(x, {x.size(-1)}, params.weight, params.bias, epsilon);
+}
+
+torch::Tensor CausalMask(int64_t s, const c10::Device& device) {
+  return at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(device))
+      .triu(/*diagonal=*/1)
+      .view({1, 1, s, s});
+}
+
+torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& x,
+                            const torch::Tensor& mask, int64_t num_heads, double dropout,
+                            bool training) {
+  const int64_t b = x.size(0);
+  const int64_t s = x.size(1);
+  const int64_t h = x.size(2);
+  const int64_t d = h / num_heads;
+  // [b, s, 3h] -> three [b, heads, s, d]; the columns are [Q | K | V], heads contiguous.
+  const torch::Tensor qkv = at::linear(x, params.c_attn->weight, params.c_attn->bias);
+  const std::vector<torch::Tensor> parts = qkv.split(h, /*dim=*/-1);
+  auto heads = [&](const torch::Tensor& t) { return t.view({b, s, num_heads, d}).transpose(1, 2); };
+  const torch::Tensor q = heads(parts[0]);
+  const torch::Tensor k = heads(parts[1]);
+  const torch::Tensor v = heads(parts[2]);
+
+  const at::ScalarType acc = AccumulationType(x.scalar_type());
+  // Scores [b, heads, s, s] = (Q / sqrt(d)) K^T, scaled before the product (as Megatron's
+  // baddbmm alpha does) so that half-precision scores do not overflow; then masked and
+  // normalised in `acc`.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  torch::Tensor scores = at::matmul(q * scale, k.transpose(-2, -1)).to(acc);
+  scores.masked_fill_(mask, std::numeric_limits<float>::lowest());
+  torch::Tensor probs = at::softmax(scores, /*dim=*/-1);
+  probs = Dropout(probs, dropout, training).to(x.scalar_type());
+
+  // [b, heads, s, d] -> [b, s, h], heads back in the order c_attn produced them.
+  const torch::Tensor context = at::matmul(probs, v).transpose(1, 2).reshape({b, s, h});
+  return at::linear(context, params.c_proj->weight, params.c_proj->bias);
+}
+
+torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x) {
+  const torch::Tensor inner =
+      at::gelu(at::linear(x, params.c_fc->weight, params.c_fc->bias), /*approximate=*/"tanh");
+  return at::linear(inner, params.c_proj->weight, params.c_proj->bias);
+}
+
+TransformerLayer::TransformerLayer(const Gpt2Config& config)
+    : torch::nn::Module("TransformerLayer"),
+      num_heads_(config.num_attention_heads),
+      hidden_dropout_(config.hidden_dropout),
+      attention_dropout_(config.attention_dropout),
+      layernorm_epsilon_(config.layernorm_epsilon) {
+  const int64_t h = config.hidden_size;
+  ln_1 = register_module("ln_1", std::make_shared<LayerNormParams>(h));
+  attn = register_module("attn", std::make_shared<AttentionParams>(h));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNormParams>(h));
+  mlp = register_module("mlp", std::make_shared<MlpParams>(h));
+}
+
+torch::Tensor TransformerLayer::Forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  const bool training = is_training();
+  const torch::Tensor attention = SelfAttention(*attn, LayerNorm(*ln_1, x, layernorm_epsilon_),
+                                                mask, num_heads_, attention_dropout_, training);
+  const torch::Tensor y = x + Dropout(attention, hidden_dropout_, training);
+  const torch::Tensor mlp_out = Mlp(*mlp, LayerNorm(*ln_2, y, layernorm_epsilon_));
+  return y + Dropout(mlp_out, hidden_dropout_, training);
+}
+
+}  // namespace gpt2

@@ -1,0 +1,104 @@
+// One GPT-2 transformer layer (pre-LayerNorm, as in GPT-2 and Megatron-LM), its parameter
+// holders, and the math of each block as a separate function so that fused kernels can later
+// replace one block at a time behind the same module.
+//
+//   x = x + dropout(SelfAttention(LayerNorm_1(x)))
+//   x = x + dropout(Mlp(LayerNorm_2(x)))
+//
+// Parameters are allocated uninitialised on the CPU in float32; Gpt2Stage initialises them by
+// name (init.h). Module and parameter names follow parameter_names.h. All functions work in
+// float32 and float64, and in float16/bfloat16, where softmax runs in float32.
+//
+// Thread safety: none; a layer is used by one thread at a time.
+#ifndef MODELS_GPT2_TRANSFORMER_LAYER_H_
+#define MODELS_GPT2_TRANSFORMER_LAYER_H_
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "models/gpt2/config.h"
+
+namespace gpt2 {
+
+// The dtype softmax and the loss are computed in: float32 for half types, else `dtype`.
+at::ScalarType AccumulationType(at::ScalarType dtype);
+
+// Parameters of y = x W^T + b: weight [out, in] (LibTorch Linear layout), bias [out].
+class LinearParams : public torch::nn::Module {
+ public:
+  LinearParams(int64_t in_features, int64_t out_features);
+  torch::Tensor weight;
+  torch::Tensor bias;
+};
+
+// Parameters of a LayerNorm over the last dimension: weight and bias [features].
+class LayerNormParams : public torch::nn::Module {
+ public:
+  explicit LayerNormParams(int64_t features);
+  torch::Tensor weight;
+  torch::Tensor bias;
+};
+
+// Fused QKV projection c_attn (h -> 3h, output [Q | K | V]) and output projection c_proj.
+class AttentionParams : public torch::nn::Module {
+ public:
+  explicit AttentionParams(int64_t hidden_size);
+  std::shared_ptr<LinearParams> c_attn;
+  std::shared_ptr<LinearParams> c_proj;
+};
+
+// c_fc (h -> 4h) and c_proj (4h -> h).
+class MlpParams : public torch::nn::Module {
+ public:
+  explicit MlpParams(int64_t hidden_size);
+  std::shared_ptr<LinearParams> c_fc;
+  std::shared_ptr<LinearParams> c_proj;
+};
+
+// at::dropout, skipped entirely (no random numbers drawn) when !training or p == 0.
+torch::Tensor Dropout(const torch::Tensor& x, double p, bool training);
+
+// LayerNorm over the last dimension with `params`.
+torch::Tensor LayerNorm(const LayerNormParams& params, const torch::Tensor& x, double epsilon);
+
+// A causal mask for sequence length `s` on `device`: [1, 1, s, s] bool, true above the
+// diagonal (true = masked out, the convention of `mask` below).
+torch::Tensor CausalMask(int64_t s, const c10::Device& device);
+
+// Multi-head self-attention of x [b, s, h] (already normalised): softmax((Q / sqrt(d)) K^T with
+// masked positions set to the lowest finite float) V, then c_proj. `mask` is bool, broadcastable
+// to [b, heads, s, s], true where a query must not see a key. Scores, softmax and dropout on the
+// probabilities (p = `dropout`, when `training`) are computed in AccumulationType. Returns
+// [b, s, h] in x's dtype, before the residual dropout.
+torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& x,
+                            const torch::Tensor& mask, int64_t num_heads, double dropout,
+                            bool training);
+
+// c_proj(gelu_tanh(c_fc(x))) for x [b, s, h]; returns [b, s, h], before the residual dropout.
+torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x);
+
+class TransformerLayer : public torch::nn::Module {
+ public:
+  // Registers ln_1, attn, ln_2, mlp (uninitialised) for `config`, which must be valid.
+  explicit TransformerLayer(const Gpt2Config& config);
+
+  // x [b, s, h] -> [b, s, h]. `mask` as for SelfAttention. Dropout follows is_training().
+  torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& mask);
+
+  std::shared_ptr<LayerNormParams> ln_1;
+  std::shared_ptr<AttentionParams> attn;
+  std::shared_ptr<LayerNormParams> ln_2;
+  std::shared_ptr<MlpParams> mlp;
+
+ private:
+  int64_t num_heads_;
+  double hidden_dropout_;
+  double attention_dropout_;
+  double layernorm_epsilon_;
+};
+
+}  // namespace gpt2
+
+#endif  // MODELS_GPT2_TRANSFORMER_LAYER_H_

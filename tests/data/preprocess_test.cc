@@ -1,0 +1,309 @@
+#include "data/preprocess.h"
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/indexed_dataset.h"
+#include "data/tokenizer_status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/data/tiny_corpus.h"
+#include "varuna/json.h"
+
+namespace data {
+namespace {
+
+using ::data::tiny_corpus::MakeSentences;
+using ::data::tiny_corpus::TempPath;
+using ::data::tiny_corpus::TrainTinyTokenizer;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// No dataset and no temporary file of `output_prefix` exists.
+void ExpectNoOutput(const std::string& output_prefix) {
+  const std::string prefix = DatasetPrefix(output_prefix, "text");
+  for (const char* suffix : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) {
+    EXPECT_FALSE(Exists(prefix + suffix)) << prefix + suffix;
+  }
+}
+
+std::string JsonLine(const std::string& text) {
+  varuna::json::Value object = varuna::json::Value::MakeObject();
+  object.Set("text", text);
+  object.Set("source", "test");
+  return varuna::json::Serialize(object) + "\n";
+}
+
+// `count` documents of 1 to 4 sentences; some span several lines.
+std::vector<std::string> MakeDocuments(int count, uint32_t seed) {
+  const std::vector<std::string> sentences = MakeSentences(count * 4, seed);
+  std::vector<std::string> documents;
+  size_t next = 0;
+  for (int i = 0; i < count; ++i) {
+    std::string document;
+    const int n = 1 + i % 4;
+    for (int s = 0; s < n; ++s) {
+      if (s > 0) document += (i % 3 == 0) ? "\n" : " ";
+      document += sentences[next++];
+    }
+    documents.push_back(document);
+  }
+  return documents;
+}
+
+class PreprocessTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = new std::string(TrainTinyTokenizer("pre_tok", 500)); }
+  static void TearDownTestSuite() { delete model_; }
+
+  void SetUp() override {
+    ASSERT_FALSE(model_->empty());
+    auto tokenizer = LoadTokenizer(*model_);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = std::move(*tokenizer);
+  }
+
+  PreprocessOptions Options(std::vector<std::string> inputs, const std::string& output) {
+    PreprocessOptions options;
+    options.input_files = std::move(inputs);
+    options.output_prefix = TempPath(output);
+    options.tokenizer_model = *model_;
+    options.workers = 2;
+    return options;
+  }
+
+  // The dataset holds exactly Encode(document) + EOD for each document, in order.
+  void ExpectDataset(const std::string& prefix, const std::vector<std::string>& documents,
+                     bool eod = true) {
+    auto dataset = IndexedDataset::Open(prefix, tokenizer_->vocab_size());
+    ASSERT_TRUE(dataset.ok()) << dataset.status();
+    EXPECT_EQ((*dataset)->dtype(), TokenDtype::kUInt16);
+    ASSERT_EQ((*dataset)->num_documents(), static_cast<int64_t>(documents.size()));
+    ASSERT_EQ((*dataset)->num_sequences(), static_cast<int64_t>(documents.size()));
+    for (size_t i = 0; i < documents.size(); ++i) {
+      std::vector<int32_t> expected = tokenizer_->Encode(documents[i]);
+      if (eod) expected.push_back(tokenizer_->eod_id());
+      std::vector<int32_t> actual((*dataset)->sequence_length(static_cast<int64_t>(i)));
+      (*dataset)->Read(static_cast<int64_t>(i), 0, static_cast<int64_t>(actual.size()),
+                       actual.data());
+      EXPECT_EQ(actual, expected) << "document " << i << ": " << documents[i];
+    }
+  }
+
+  static std::string* model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+std::string* PreprocessTest::model_ = nullptr;
+
+TEST_F(PreprocessTest, PlainTextDocumentsAreBlocksOfLines) {
+  const std::string input = TempPath("plain.txt");
+  WriteFile(input,
+            "The cat sleeps.\nThe dog runs.\n\n\n"
+            "Birds sing in green trees.\n  \t\n"
+            "Fresh bread\r\nand fish.\r\n");
+  PreprocessOptions options = Options({input}, "plain");
+  auto stats = Preprocess(options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->dataset_prefix, TempPath("plain_text_document"));
+  ExpectDataset(stats->dataset_prefix, {"The cat sleeps.\nThe dog runs.",
+                                        "Birds sing in green trees.", "Fresh bread\nand fish."});
+  EXPECT_EQ(stats->documents, 3);
+  EXPECT_EQ(stats->empty_documents, 0);
+  EXPECT_EQ(stats->input_bytes, static_cast<int64_t>(ReadFile(input).size()));
+  EXPECT_EQ(stats->vocab_size, 500);
+}
+
+TEST_F(PreprocessTest, JsonLinesAndTextFilesInInputOrder) {
+  const std::vector<std::string> documents = MakeDocuments(6, 7);
+  const std::string jsonl = TempPath("docs.jsonl");
+  WriteFile(jsonl, JsonLine(documents[0]) + "\n" + JsonLine(documents[1]) + JsonLine("") +
+                       JsonLine(documents[2]));
+  const std::string text = TempPath("docs.txt");
+  WriteFile(text, documents[3] + "\n\n" + documents[4]);
+  const std::string json = TempPath("more.json");
+  WriteFile(json, JsonLine(documents[5]));
+  auto stats = Preprocess(Options({jsonl, text, json}, "mixed"));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ExpectDataset(stats->dataset_prefix, documents);
+  EXPECT_EQ(stats->documents, 6);
+  EXPECT_EQ(stats->empty_documents, 1);  // the "" line
+  int64_t tokens = 0;
+  for (const std::string& document : documents) {
+    tokens += static_cast<int64_t>(tokenizer_->Encode(document).size()) + 1;
+  }
+  EXPECT_EQ(stats->tokens, tokens);
+}
+
+TEST_F(PreprocessTest, AppendEodOffAndOtherJsonKey) {
+  const std::string input = TempPath("content.jsonl");
+  WriteFile(input, "{\"content\": \"The old house.\"}\n{\"content\": \"A happy cat.\"}\n");
+  PreprocessOptions options = Options({input}, "content");
+  options.json_key = "content";
+  options.append_eod = false;
+  auto stats = Preprocess(options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->dataset_prefix, TempPath("content_content_document"));
+  ExpectDataset(stats->dataset_prefix, {"The old house.", "A happy cat."}, /*eod=*/false);
+}
+
+TEST_F(PreprocessTest, OutputIsTheSameForAnyNumberOfWorkers) {
+  // Enough documents for several batches, so that workers finish out of order.
+  const std::vector<std::string> documents = MakeDocuments(1500, 99);
+  std::string lines;
+  for (const std::string& document : documents) lines += JsonLine(document);
+  const std::string input = TempPath("many.jsonl");
+  WriteFile(input, lines);
+
+  PreprocessOptions one = Options({input}, "one_worker");
+  one.workers = 1;
+  PreprocessOptions four = Options({input}, "four_workers");
+  four.workers = 4;
+  auto a = Preprocess(one);
+  auto b = Preprocess(four);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->workers, 1);
+  EXPECT_EQ(b->workers, 4);
+  EXPECT_EQ(b->documents, 1500);
+  EXPECT_EQ(ReadFile(a->dataset_prefix + ".bin"), ReadFile(b->dataset_prefix + ".bin"));
+  EXPECT_EQ(ReadFile(a->dataset_prefix + ".idx"), ReadFile(b->dataset_prefix + ".idx"));
+  ExpectDataset(b->dataset_prefix, documents);
+}
+
+TEST_F(PreprocessTest, LogsProgressAndSummary) {
+  const std::string input = TempPath("log.txt");
+  WriteFile(input, "One.\n\nTwo.\n\nThree.\n\nFour.\n\nFive.\n");
+  PreprocessOptions options = Options({input}, "log");
+  std::ostringstream log;
+  options.log = &log;
+  options.log_interval = 2;
+  auto stats = Preprocess(options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_THAT(log.str(), AllOf(HasSubstr("Processed 2 documents ("), HasSubstr("Processed 4 "),
+                               HasSubstr(" docs/s, "), HasSubstr(" MB/s, "),
+                               HasSubstr("Wrote " + stats->dataset_prefix +
+                                         ".bin/.idx: 5 "
+                                         "documents (0 empty skipped)")));
+  EXPECT_EQ(ProgressLine(12000, 2310000, 1234567, 2.0),
+            "Processed 12000 documents (6000.0 docs/s, 1.16 MB/s, 1234567 tokens)");
+}
+
+TEST_F(PreprocessTest, BadJsonLineNamesFileAndLineAndWritesNothing) {
+  const std::string input = TempPath("bad.jsonl");
+  WriteFile(input, JsonLine("Fine.") + JsonLine("Also fine.") + "{\"text\": \"oops}\n" +
+                       JsonLine("Never read."));
+  auto stats = Preprocess(Options({input}, "bad_json"));
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(stats.status().message()),
+              AllOf(HasSubstr(input + " line 3: invalid JSON"), HasSubstr("one JSON object")));
+  ExpectNoOutput(TempPath("bad_json"));
+}
+
+TEST_F(PreprocessTest, BadJsonLateInALargeInputAlsoWritesNothing) {
+  std::string lines;
+  for (const std::string& document : MakeDocuments(700, 3)) lines += JsonLine(document);
+  const std::string input = TempPath("late_bad.jsonl");
+  WriteFile(input, lines + "not json\n");
+  auto stats = Preprocess(Options({input}, "late_bad"));
+  ASSERT_FALSE(stats.ok());
+  EXPECT_THAT(std::string(stats.status().message()), HasSubstr(input + " line 701"));
+  ExpectNoOutput(TempPath("late_bad"));
+}
+
+TEST_F(PreprocessTest, MissingKeyNamesKeyAndLine) {
+  const std::string input = TempPath("no_key.jsonl");
+  WriteFile(input, JsonLine("Fine.") + "{\"body\": \"x\", \"id\": 3}\n");
+  auto stats = Preprocess(Options({input}, "no_key"));
+  ASSERT_FALSE(stats.ok());
+  EXPECT_THAT(std::string(stats.status().message()),
+              AllOf(HasSubstr(input + " line 2: the object has no \"text\" field"),
+                    HasSubstr("\"body\", \"id\""), HasSubstr("--json-keys")));
+  ExpectNoOutput(TempPath("no_key"));
+}
+
+TEST_F(PreprocessTest, NonStringFieldAndNonObjectLineAreRejected) {
+  const std::string number = TempPath("number.jsonl");
+  WriteFile(number, "{\"text\": 42}\n");
+  EXPECT_THAT(std::string(Preprocess(Options({number}, "number")).status().message()),
+              HasSubstr(number + " line 1: field \"text\" is a int, not a string"));
+  const std::string array = TempPath("array.jsonl");
+  WriteFile(array, "[\"text\"]\n");
+  EXPECT_THAT(std::string(Preprocess(Options({array}, "array")).status().message()),
+              HasSubstr(array + " line 1: expected a JSON object, found a array"));
+}
+
+TEST_F(PreprocessTest, MissingInputEmptyInputAndUnwritableOutput) {
+  const std::string missing = TempPath("missing.jsonl");
+  auto no_file = Preprocess(Options({missing}, "missing"));
+  EXPECT_EQ(no_file.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(no_file.status().message()),
+              AllOf(HasSubstr("input file " + missing), HasSubstr("--input")));
+  ExpectNoOutput(TempPath("missing"));
+
+  const std::string empty = TempPath("empty.jsonl");
+  WriteFile(empty, "\n" + JsonLine(""));
+  auto no_docs = Preprocess(Options({empty}, "empty"));
+  EXPECT_EQ(no_docs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_docs.status().message()),
+              AllOf(HasSubstr("no documents found in --input=" + empty),
+                    HasSubstr("1 empty ones skipped")));
+  ExpectNoOutput(TempPath("empty"));
+
+  const std::string good = TempPath("good.txt");
+  WriteFile(good, "Some text.\n");
+  auto unwritable = Preprocess(Options({good}, "no_such_dir/out"));
+  EXPECT_FALSE(unwritable.ok());
+  EXPECT_THAT(std::string(unwritable.status().message()),
+              AllOf(HasSubstr("cannot create " + TempPath("no_such_dir/out_text_document")),
+                    HasSubstr("--output-prefix=" + TempPath("no_such_dir/out"))));
+
+  PreprocessOptions no_model = Options({good}, "no_model");
+  no_model.tokenizer_model = TempPath("no_such.model");
+  EXPECT_EQ(Preprocess(no_model).status().code(), absl::StatusCode::kNotFound);
+  ExpectNoOutput(TempPath("no_model"));
+
+  PreprocessOptions two_keys = Options({good}, "two_keys");
+  two_keys.json_key = "text,title";
+  EXPECT_THAT(std::string(Preprocess(two_keys).status().message()),
+              HasSubstr("--json-keys='text,title' must name exactly one field"));
+}
+
+TEST_F(PreprocessTest, FailedRunKeepsThePreviousDataset) {
+  const std::string input = TempPath("keep.txt");
+  WriteFile(input, "First version.\n");
+  auto first = Preprocess(Options({input}, "keep"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string bin = ReadFile(first->dataset_prefix + ".bin");
+  const std::string idx = ReadFile(first->dataset_prefix + ".idx");
+  const std::string bad = TempPath("keep_bad.jsonl");
+  WriteFile(bad, JsonLine("Second version.") + "{\n");
+  ASSERT_FALSE(Preprocess(Options({bad}, "keep")).ok());
+  EXPECT_EQ(ReadFile(first->dataset_prefix + ".bin"), bin);
+  EXPECT_EQ(ReadFile(first->dataset_prefix + ".idx"), idx);
+}
+
+}  // namespace
+}  // namespace data

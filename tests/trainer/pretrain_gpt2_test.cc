@@ -1,0 +1,207 @@
+// The trainer end to end, as a user runs it: a tiny GPT-2 on a small synthetic dataset. The
+// loss falls; a run stopped at a checkpoint and resumed continues bitwise as the run that never
+// stopped; bad inputs fail with messages that name them and leave no files behind.
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/indexed_dataset.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/util/subprocess.h"
+#include "varuna/json.h"
+
+namespace trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr int kVocab = 50;
+
+std::string Trainer() {
+  return std::string(std::getenv("TEST_SRCDIR")) + "/varuna/trainer/pretrain_gpt2";
+}
+
+// Documents that repeat short arithmetic patterns, so a tiny model can learn them.
+std::string MakeDataset(const std::string& dir) {
+  const std::string prefix = dir + "/synthetic_text_document";
+  auto builder = data::IndexedDatasetBuilder::Create(prefix, data::TokenDtype::kUInt16);
+  EXPECT_TRUE(builder.ok()) << builder.status();
+  for (int d = 0; d < 200; ++d) {
+    std::vector<int32_t> tokens;
+    const int step = 1 + d % 3;
+    for (int i = 0; i < 20 + d % 17; ++i) tokens.push_back((d + i * step) % (kVocab - 1) + 1);
+    tokens.push_back(0);  // EOD
+    EXPECT_TRUE((*builder)->AddDocument(tokens).ok());
+  }
+  EXPECT_TRUE((*builder)->Finish().ok());
+  return prefix;
+}
+
+struct Result {
+  varuna::testing::ExitInfo exit;
+  std::vector<varuna::json::Value> metrics;
+};
+
+class PretrainGpt2Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    data_ = MakeDataset(dir_);
+  }
+
+  std::vector<std::string> TinyModel() const {
+    return {"--num-layers=2",
+            "--hidden-size=32",
+            "--num-attention-heads=2",
+            "--seq-length=16",
+            "--max-position-embeddings=16",
+            "--batch-size=4",
+            "--lr=3e-3",
+            "--data-path=" + data_,
+            "--vocab-size=50",
+            "--log-interval=1",
+            "--eval-interval=0",
+            "--seed=7",
+            "--split=90,10,0"};
+  }
+
+  Result Run(std::vector<std::string> flags, const std::string& name) {
+    const std::string metrics = dir_ + "/" + name + ".jsonl";
+    flags.insert(flags.begin(), Trainer());
+    flags.push_back("--metrics-file=" + metrics);
+    varuna::testing::Process process =
+        varuna::testing::Spawn(flags, dir_ + "/" + name + ".log", {{"OMP_NUM_THREADS", "1"}});
+    Result result;
+    result.exit = varuna::testing::WaitAll({process}, std::chrono::seconds(120))[0];
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      auto value = varuna::json::Parse(line);
+      EXPECT_TRUE(value.ok()) << line;
+      if (value.ok()) result.metrics.push_back(*value);
+    }
+    return result;
+  }
+
+  static std::string Describe(const Result& r) { return varuna::testing::Describe({r.exit}); }
+
+  std::string dir_;
+  std::string data_;
+};
+
+std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The "lm_loss" of each logged iteration, as serialized (shortest round-trip text).
+std::map<int64_t, std::string> Losses(const Result& r) {
+  std::map<int64_t, std::string> out;
+  for (const auto& line : r.metrics) {
+    if (const auto* loss = line.Find("lm_loss")) {
+      out[line.Find("iteration")->as_int()] = varuna::json::Serialize(*loss);
+    }
+  }
+  return out;
+}
+
+TEST_F(PretrainGpt2Test, LossFalls) {
+  Result r =
+      Run(Plus(TinyModel(), {"--train-iters=60", "--eval-interval=30", "--eval-iters=2"}), "train");
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  std::vector<double> val;
+  for (const auto& line : r.metrics) {
+    if (const auto* v = line.Find("val_loss")) val.push_back(v->as_double());
+  }
+  ASSERT_GE(val.size(), 3u) << Describe(r);
+  EXPECT_NEAR(val.front(), std::log(128.0), 0.5);  // Untrained: about ln(padded vocab).
+  EXPECT_LT(val.back(), val.front() - 1.5) << Describe(r);
+  EXPECT_EQ(Losses(r).size(), 60u);
+  EXPECT_THAT(r.exit.output, HasSubstr("lm loss:"));
+  EXPECT_THAT(r.exit.output, HasSubstr("tokens per second:"));
+  EXPECT_THAT(r.exit.output, HasSubstr("MFU: n/a"));
+}
+
+TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
+  const auto common = Plus(TinyModel(), {"--train-iters=10", "--hidden-dropout=0.1"});
+  Result straight = Run(common, "straight");
+  ASSERT_EQ(straight.exit.code, 0) << Describe(straight);
+  const std::string ckpt = dir_ + "/ckpt";
+  Result first = Run(Plus(common, {"--save=" + ckpt, "--exit-interval=5"}), "first");
+  ASSERT_EQ(first.exit.code, 0) << Describe(first);
+  ASSERT_TRUE(fs::exists(ckpt + "/varuna_ckpt_5"));
+  Result second = Run(Plus(common, {"--load=" + ckpt}), "second");
+  ASSERT_EQ(second.exit.code, 0) << Describe(second);
+  EXPECT_THAT(second.exit.output, HasSubstr("resumed from"));
+
+  const auto a = Losses(straight), b = Losses(first), c = Losses(second);
+  ASSERT_EQ(a.size(), 10u);
+  ASSERT_EQ(b.size(), 5u);
+  ASSERT_EQ(c.size(), 5u);
+  for (int64_t i = 1; i <= 5; ++i) EXPECT_EQ(a.at(i), b.at(i)) << "iteration " << i;
+  for (int64_t i = 6; i <= 10; ++i) EXPECT_EQ(a.at(i), c.at(i)) << "iteration " << i;
+}
+
+TEST_F(PretrainGpt2Test, RefusesACheckpointOfAnotherModel) {
+  const std::string ckpt = dir_ + "/ckpt";
+  ASSERT_EQ(Run(Plus(TinyModel(), {"--train-iters=2", "--save=" + ckpt}), "a").exit.code, 0);
+  Result r = Run(Plus(TinyModel(), {"--train-iters=4", "--load=" + ckpt, "--hidden-size=64"}), "b");
+  EXPECT_EQ(r.exit.code, 1);
+  EXPECT_THAT(r.exit.output, HasSubstr("was written for another model: --hidden-size: "
+                                       "checkpoint 32, now 64"));
+}
+
+TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
+  struct Case {
+    std::vector<std::string> extra;
+    int code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--num-layer=3"}, 2, "unknown flag --num-layer (did you mean --num-layers?)"},
+      {{"--lr=fast"}, 2, "--lr=fast is not a number"},
+      {{"--lr-decay-style=exp"}, 2, "--lr-decay-style=exp is not a decay style"},
+      {{"--fp16", "--bf16"}, 2, "--fp16 and --bf16 exclude each other"},
+      {{"--save-interval=5"}, 2, "--save-interval=5 needs --save=DIR"},
+      {{"--hidden-size=33"}, 1, "--hidden-size=33"},
+      {{"--stage_to_rank_map=0;1;"}, 1, "this build of the engine runs one stage and one replica"},
+      {{"--stage_to_rank_map=0;0;"}, 1, "rank 0 appears twice"},
+      {{"--profiling"}, 2, "--profiling"},
+      {{"--data-path=" + dir_ + "/missing"}, 1, dir_ + "/missing"},
+      {{"--vocab-size=20"}, 1, "--vocab-size"},
+      {{"--tokenizer-model=" + dir_ + "/none.model"}, 1, dir_ + "/none.model"},
+      {{"--split=a,b"}, 1, "--split"},
+      {{"--device=tpu"}, 2, "--device=tpu is not a device"},
+  };
+  std::vector<std::string> files_before;
+  for (const auto& entry : fs::directory_iterator(dir_)) files_before.push_back(entry.path());
+  int n = 0;
+  for (const Case& c : cases) {
+    Result r =
+        Run(Plus(Plus(TinyModel(), {"--train-iters=2"}), c.extra), "bad" + std::to_string(n++));
+    EXPECT_TRUE(r.exit.exited) << Describe(r);
+    EXPECT_EQ(r.exit.code, c.code) << c.extra[0] << "\n" << Describe(r);
+    EXPECT_THAT(r.exit.output, HasSubstr(c.message)) << c.extra[0];
+    EXPECT_THAT(r.exit.output, HasSubstr("pretrain_gpt2: error: ")) << c.extra[0];
+  }
+  // Nothing was written but the logs and metrics files of the runs themselves.
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename();
+    const bool ours = name.rfind("bad", 0) == 0;
+    const bool existed =
+        std::find(files_before.begin(), files_before.end(), entry.path()) != files_before.end();
+    EXPECT_TRUE(ours || existed) << "unexpected file " << entry.path();
+  }
+}
+
+}  // namespace
+}  // namespace trainer

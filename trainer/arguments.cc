@@ -1,0 +1,193 @@
+#include "trainer/arguments.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/flags.h"
+#include "trainer/lr_schedule.h"
+
+namespace trainer {
+namespace {
+
+void Register(FlagParser& p, TrainerArguments& a) {
+  p.Add("preset", &a.preset, "model preset: gpt2-tiny, gpt2-355m, gpt2-1.5b, gpt2-2.5b, gpt2-8.3b");
+  p.Add("num-layers", &a.num_layers, "transformer layers (overrides the preset)");
+  p.Add("hidden-size", &a.hidden_size, "hidden size (overrides the preset)");
+  p.Add("num-attention-heads", &a.num_attention_heads, "attention heads (overrides the preset)");
+  p.Add("seq-length", &a.seq_length, "tokens per sample (overrides the preset)");
+  p.Add("max-position-embeddings", &a.max_position_embeddings,
+        "position embeddings (overrides the preset)");
+  p.Add("make-vocab-size-divisible-by", &a.make_vocab_size_divisible_by,
+        "pad the vocabulary to a multiple of this");
+  p.Add("hidden-dropout", &a.hidden_dropout, "dropout after embeddings, attention and MLP");
+  p.Add("attention-dropout", &a.attention_dropout, "dropout on attention probabilities");
+  p.Add("init-method-std", &a.init_method_std, "standard deviation of the weight init");
+  p.Add("print-model-summary", &a.print_model_summary,
+        "print parameters per segment and exit (allocates nothing)");
+  p.Add("data-path", &a.data_path,
+        "prefix of a Megatron dataset (<prefix>.bin/.idx); default: the bundled corpus");
+  p.Add("split", &a.split, "train,valid,test proportions of the documents");
+  p.Add("tokenizer-model", &a.tokenizer_model, "SentencePiece model of the data");
+  p.Add("vocab-size", &a.vocab_size, "vocabulary size when no --tokenizer-model is given");
+  p.Add("eod-mask-loss", &a.eod_mask_loss, "exclude end-of-document tokens from the loss");
+  p.Add("reset-position-ids", &a.reset_position_ids, "restart position ids after each EOD");
+  p.Add("reset-attention-mask", &a.reset_attention_mask,
+        "stop attention across documents inside a sample");
+  p.Add("data-cache-path", &a.data_cache_path,
+        "directory for the sample-index files (default: next to the data)");
+  p.Add("batch-size", &a.batch_size, "examples per data-parallel replica per step");
+  p.Add("train-iters", &a.train_iters, "optimizer steps to train");
+  p.Add("lr", &a.lr, "peak learning rate");
+  p.Add("min-lr", &a.min_lr, "learning rate at the end of the decay");
+  p.Add("lr-decay-style", &a.lr_decay_style, "linear, cosine or constant");
+  p.Add("lr-decay-iters", &a.lr_decay_iters, "steps of warmup plus decay (0: --train-iters)");
+  p.Add("warmup", &a.warmup, "fraction of --lr-decay-iters spent warming up");
+  p.Add("weight-decay", &a.weight_decay, "decoupled weight decay (not biases or LayerNorm)");
+  p.Add("clip-grad", &a.clip_grad, "clip the global gradient norm to this (0: off)");
+  p.Add("adam-beta1", &a.adam_beta1, "Adam beta1");
+  p.Add("adam-beta2", &a.adam_beta2, "Adam beta2");
+  p.Add("adam-eps", &a.adam_eps, "Adam epsilon");
+  p.Add("seed", &a.seed, "random seed (weights, data order, dropout)");
+  p.Add("fp16", &a.fp16, "fp16 weights and activations, fp32 master weights, loss scaling");
+  p.Add("bf16", &a.bf16, "bf16 weights and activations, fp32 master weights");
+  p.Add("loss-scale", &a.loss_scale, "static loss scale for --fp16 (0: dynamic)");
+  p.Add("initial-loss-scale", &a.initial_loss_scale, "first dynamic loss scale");
+  p.Add("min-loss-scale", &a.min_loss_scale, "lowest dynamic loss scale");
+  p.Add("loss-scale-window", &a.loss_scale_window, "steps without overflow before the scale x2");
+  p.Add("hysteresis", &a.hysteresis, "overflowing steps tolerated before the scale x0.5");
+  p.Add("device", &a.device, "cpu or cuda (default: cuda when present)");
+  p.Add("peak-tflops", &a.peak_tflops, "device peak TFLOP/s for MFU (0: built-in table)");
+  p.Add("log-interval", &a.log_interval, "steps between log lines");
+  p.Add("eval-interval", &a.eval_interval, "steps between validation runs (0: never)");
+  p.Add("eval-iters", &a.eval_iters, "batches per validation run");
+  p.Add("exit-interval", &a.exit_interval, "stop after this iteration (0: never)");
+  p.Add("save", &a.save, "directory for checkpoints");
+  p.Add("save-interval", &a.save_interval, "steps between checkpoints (0: only at the end)");
+  p.Add("load", &a.load, "directory to resume from (newest complete checkpoint)");
+  p.Add("metrics-file", &a.metrics_file, "also write every log line as JSON to this file");
+  p.Add("varuna", &a.varuna, "run under the Varuna engine (always on; accepted for scripts)");
+  p.Add("stage_to_rank_map", &a.stage_to_rank_map, "Varuna stage map, e.g. \"0,2;1,3;\"");
+  p.Add("chunk_size", &a.chunk_size, "micro-batch size (0: --batch-size)");
+  p.Add("rank", &a.rank, "global rank (-1: from RANK, else 0)");
+  p.Add("local_rank", &a.local_rank, "rank on this node (-1: from LOCAL_RANK, else 0)");
+  p.Add("resume_step", &a.resume_step, "resume from this checkpoint iteration (-1: newest)");
+  p.Add("profiling", &a.profiling, "Varuna's profile mode");
+}
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+absl::Status Validate(const TrainerArguments& a) {
+  if (a.batch_size < 1) {
+    return Invalid(absl::StrCat("--batch-size=", a.batch_size, " must be at least 1"));
+  }
+  if (a.train_iters < 1) {
+    return Invalid(absl::StrCat("--train-iters=", a.train_iters, " must be at least 1"));
+  }
+  if (a.lr < 0 || a.min_lr < 0 || a.min_lr > a.lr) {
+    return Invalid(absl::StrCat("--lr=", a.lr, " and --min-lr=", a.min_lr,
+                                " must satisfy 0 <= --min-lr <= --lr"));
+  }
+  if (a.lr_decay_iters < 0) {
+    return Invalid(absl::StrCat("--lr-decay-iters=", a.lr_decay_iters, " must be >= 0"));
+  }
+  if (a.warmup < 0 || a.warmup > 1) {
+    return Invalid(absl::StrCat("--warmup=", a.warmup,
+                                " is a fraction of --lr-decay-iters: use a value in [0, 1]"));
+  }
+  if (absl::StatusOr<LrDecayStyle> style = ParseLrDecayStyle(a.lr_decay_style); !style.ok()) {
+    return style.status();
+  }
+  if (a.weight_decay < 0) {
+    return Invalid(absl::StrCat("--weight-decay=", a.weight_decay, " must be >= 0"));
+  }
+  if (a.clip_grad < 0) {
+    return Invalid(absl::StrCat("--clip-grad=", a.clip_grad, " must be >= 0 (0 turns it off)"));
+  }
+  if (a.adam_beta1 < 0 || a.adam_beta1 >= 1 || a.adam_beta2 < 0 || a.adam_beta2 >= 1) {
+    return Invalid(absl::StrCat("--adam-beta1=", a.adam_beta1, " and --adam-beta2=", a.adam_beta2,
+                                " must lie in [0, 1)"));
+  }
+  if (a.adam_eps <= 0) return Invalid(absl::StrCat("--adam-eps=", a.adam_eps, " must be > 0"));
+  if (a.seed < 0 || a.seed > 0xffffffffLL) {
+    return Invalid(absl::StrCat("--seed=", a.seed, " must lie in [0, 2^32)"));
+  }
+  if (a.fp16 && a.bf16) return Invalid("--fp16 and --bf16 exclude each other: choose one");
+  if (a.loss_scale < 0 || a.initial_loss_scale <= 0 || a.min_loss_scale <= 0 ||
+      a.min_loss_scale > a.initial_loss_scale) {
+    return Invalid(absl::StrCat("--loss-scale=", a.loss_scale, ", --initial-loss-scale=",
+                                a.initial_loss_scale, ", --min-loss-scale=", a.min_loss_scale,
+                                ": need --loss-scale >= 0 and 0 < --min-loss-scale <= "
+                                "--initial-loss-scale"));
+  }
+  if (a.loss_scale_window < 1 || a.hysteresis < 1) {
+    return Invalid(absl::StrCat("--loss-scale-window=", a.loss_scale_window,
+                                " and --hysteresis=", a.hysteresis, " must be at least 1"));
+  }
+  if (!a.device.empty() && a.device != "cpu" && a.device != "cuda") {
+    return Invalid(absl::StrCat("--device=", a.device, " is not a device: use cpu or cuda"));
+  }
+  if (a.peak_tflops < 0) {
+    return Invalid(absl::StrCat("--peak-tflops=", a.peak_tflops, " must be >= 0"));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"--log-interval", a.log_interval},
+        {"--eval-interval", a.eval_interval},
+        {"--eval-iters", a.eval_iters},
+        {"--exit-interval", a.exit_interval},
+        {"--save-interval", a.save_interval}}) {
+    if (value < 0) return Invalid(absl::StrCat(name, "=", value, " must be >= 0"));
+  }
+  if (a.log_interval < 1) return Invalid("--log-interval=0: use at least 1");
+  if (a.eval_interval > 0 && a.eval_iters < 1) {
+    return Invalid("--eval-iters must be at least 1 when --eval-interval is set");
+  }
+  if (a.save_interval > 0 && a.save.empty()) {
+    return Invalid(absl::StrCat("--save-interval=", a.save_interval,
+                                " needs --save=DIR (where to write checkpoints)"));
+  }
+  if (a.vocab_size < 0) return Invalid("--vocab-size must be >= 0");
+  if (!a.data_path.empty() && a.tokenizer_model.empty() && a.vocab_size == 0) {
+    return Invalid(absl::StrCat("--data-path=", a.data_path,
+                                " needs the data's vocabulary: give --tokenizer-model=FILE "
+                                "(SentencePiece) or --vocab-size=N"));
+  }
+  if (a.chunk_size < 0 || a.chunk_size > a.batch_size) {
+    return Invalid(absl::StrCat("--chunk_size=", a.chunk_size,
+                                " must be between 1 and --batch-size=", a.batch_size,
+                                " (or 0 for one micro-batch)"));
+  }
+  if (a.profiling) {
+    return absl::UnimplementedError(
+        "--profiling (Varuna's profile mode) is not available in this build yet; run "
+        "without it");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool TrainerArguments::WasGiven(const std::string& name) const {
+  return std::find(given.begin(), given.end(), name) != given.end();
+}
+
+absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& args) {
+  TrainerArguments a;
+  FlagParser parser;
+  Register(parser, a);
+  if (absl::Status status = parser.Parse(args); !status.ok()) return status;
+  if (parser.help_requested()) {
+    a.help_requested = true;
+    a.help = parser.Help();
+    return a;
+  }
+  for (const char* name :
+       {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
+        "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
+        "metrics-file", "tokenizer-model", "warmup"}) {
+    if (parser.WasSet(name)) a.given.push_back(name);
+  }
+  if (absl::Status status = Validate(a); !status.ok()) return status;
+  return a;
+}
+
+}  // namespace trainer

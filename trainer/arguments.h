@@ -1,0 +1,95 @@
+// TrainerArguments: every flag of //trainer:pretrain_gpt2, with Megatron's and Varuna's
+// spellings and defaults, parsed and validated once at start-up.
+#ifndef VARUNA_TRAINER_ARGUMENTS_H_
+#define VARUNA_TRAINER_ARGUMENTS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace trainer {
+
+struct TrainerArguments {
+  // Model. --preset fills all of these; flags given explicitly override the preset.
+  std::string preset = "gpt2-tiny";
+  int num_layers = 0;
+  int hidden_size = 0;
+  int num_attention_heads = 0;
+  int seq_length = 0;
+  int max_position_embeddings = 0;
+  int make_vocab_size_divisible_by = 128;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double init_method_std = 0.02;
+  bool print_model_summary = false;  // Print the per-segment summary and exit.
+
+  // Data.
+  std::string data_path;  // Prefix of <...>.bin/.idx; empty: the bundled sample corpus.
+  std::string split = "969,30,1";
+  std::string tokenizer_model;
+  int64_t vocab_size = 0;  // Without --tokenizer-model: the data's vocabulary size.
+  bool eod_mask_loss = false;
+  bool reset_position_ids = false;
+  bool reset_attention_mask = false;
+  std::string data_cache_path;  // Where index files go; empty: next to the data.
+
+  // Training.
+  int batch_size = 8;  // Per data-parallel replica.
+  int64_t train_iters = 300;
+  double lr = 1.5e-4;
+  double min_lr = 0;
+  std::string lr_decay_style = "linear";
+  int64_t lr_decay_iters = 0;  // 0: --train-iters.
+  double warmup = 0.01;        // Fraction of --lr-decay-iters.
+  double weight_decay = 0.01;
+  double clip_grad = 1.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  int64_t seed = 1234;
+  bool fp16 = false;
+  bool bf16 = false;
+  double loss_scale = 0;  // Static loss scale; 0: dynamic.
+  double initial_loss_scale = 131072;
+  double min_loss_scale = 1;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  std::string device;      // cpu or cuda; empty: cuda when available, else cpu.
+  double peak_tflops = 0;  // Device peak for MFU; 0: from the built-in table.
+
+  // Logging, evaluation, checkpoints.
+  int64_t log_interval = 10;
+  int64_t eval_interval = 100;
+  int64_t eval_iters = 10;
+  int64_t exit_interval = 0;
+  std::string save;
+  int64_t save_interval = 0;
+  std::string load;
+  std::string metrics_file;
+
+  // Varuna.
+  bool varuna = false;
+  std::string stage_to_rank_map;
+  int chunk_size = 0;
+  int rank = -1;
+  int local_rank = -1;
+  int64_t resume_step = -1;
+  bool profiling = false;
+
+  // Which flags the user gave (for "explicit overrides preset" and for the default run).
+  std::vector<std::string> given;
+  bool help_requested = false;
+  std::string help;  // The flag table, filled when help_requested.
+
+  bool WasGiven(const std::string& name) const;
+};
+
+// Parses and validates `args` (without the program name). InvalidArgument names the flag and
+// says what to do. Relative paths are returned as given (see ResolvePath in paths.h).
+absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& args);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_ARGUMENTS_H_

@@ -1,0 +1,60 @@
+#include "trainer/paths.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace trainer {
+namespace {
+
+bool IsReadable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+std::string CurrentDirectory() {
+  std::vector<char> buffer(4096);
+  if (::getcwd(buffer.data(), buffer.size()) != nullptr) return buffer.data();
+  return ".";
+}
+
+}  // namespace
+
+std::string UserDirectory() {
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr && *dir) {
+    return dir;
+  }
+  return CurrentDirectory();
+}
+
+std::string ResolveUserPath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  return absl::StrCat(UserDirectory(), "/", path);
+}
+
+absl::StatusOr<std::string> FindRunfile(const std::string& argv0,
+                                        const std::string& workspace_path) {
+  std::vector<std::string> candidates;
+  if (const char* dir = std::getenv("RUNFILES_DIR"); dir != nullptr && *dir) {
+    candidates.push_back(absl::StrCat(dir, "/varuna/", workspace_path));
+  }
+  candidates.push_back(absl::StrCat(argv0, ".runfiles/varuna/", workspace_path));
+  if (const char* dir = std::getenv("TEST_SRCDIR"); dir != nullptr && *dir) {
+    candidates.push_back(absl::StrCat(dir, "/varuna/", workspace_path));
+  }
+  candidates.push_back(workspace_path);
+  if (const char* dir = std::getenv("BUILD_WORKSPACE_DIRECTORY"); dir != nullptr && *dir) {
+    candidates.push_back(absl::StrCat(dir, "/", workspace_path));
+  }
+  for (const std::string& candidate : candidates) {
+    if (IsReadable(candidate)) {
+      return candidate[0] == '/' ? candidate : absl::StrCat(CurrentDirectory(), "/", candidate);
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("cannot find the bundled file ", workspace_path,
+                                          " (looked in ", absl::StrJoin(candidates, ", "),
+                                          "): run the program with `bazel run`"));
+}
+
+}  // namespace trainer

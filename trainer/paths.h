@@ -1,0 +1,30 @@
+// Paths of the trainer: the user's files and the program's bundled data.
+//
+// Under `bazel run` the program starts in its runfiles tree, not where the user typed the
+// command; Bazel passes the user's directory as BUILD_WORKING_DIRECTORY. Relative paths on the
+// command line therefore resolve against BUILD_WORKING_DIRECTORY when it is set and against
+// the current directory otherwise (running bazel-bin/... directly).
+#ifndef VARUNA_TRAINER_PATHS_H_
+#define VARUNA_TRAINER_PATHS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace trainer {
+
+// The directory relative paths are resolved against (see above).
+std::string UserDirectory();
+
+// `path` made absolute against UserDirectory(); "" stays "".
+std::string ResolveUserPath(const std::string& path);
+
+// The absolute path of a data file of this workspace (e.g. "data/corpus/fortunes.jsonl"),
+// found in the runfiles of `argv0` (RUNFILES_DIR, <argv0>.runfiles/varuna/, or the current
+// directory as under `bazel run`). NotFound naming the file and the places searched.
+absl::StatusOr<std::string> FindRunfile(const std::string& argv0,
+                                        const std::string& workspace_path);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_PATHS_H_

@@ -1,0 +1,445 @@
+// pretrain_gpt2: Megatron-LM's pretrain_gpt2 in C++, on the Varuna engine.
+//
+//   bazel run //trainer:pretrain_gpt2                      # the sample run (see README)
+//   bazel run //trainer:pretrain_gpt2 -- --preset=gpt2-355m --data-path=DATA_text_document \
+//       --tokenizer-model=spm.model --batch-size=8 --train-iters=1000 --lr=1.5e-4 --save=ckpts
+//
+// One step: the data gives this replica's batch, Varuna::step runs forward, backward and the
+// update, the LR schedule moves only on applied steps; every --log-interval a line with loss,
+// loss scale, grad norm, throughput and MFU; every --eval-interval the validation loss; every
+// --save-interval a checkpoint.
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "data/tokenizer_status.h"
+#include "models/gpt2/config.h"
+#include "models/gpt2/flops.h"
+#include "models/gpt2/model.h"
+#include "models/gpt2/summary.h"
+#include "trainer/arguments.h"
+#include "trainer/gpt_data.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/paths.h"
+#include "trainer/sample_corpus.h"
+#include "trainer/throughput.h"
+#include "trainer/training_log.h"
+#include "varuna/json.h"
+#include "varuna/varuna.h"
+
+namespace trainer {
+namespace {
+
+using varuna::json::Value;
+
+constexpr char kSampleFolder[] = "varuna_sample_run";
+constexpr char kSampleCorpus[] = "data/corpus/fortunes.jsonl";
+constexpr int kSampleVocabSize = 4096;
+
+// The sample run (no --data-path): the bundled corpus, and training settings that show the
+// loss falling within minutes on a CPU. Flags the user gives still win.
+void ApplySampleRunDefaults(TrainerArguments& a) {
+  if (!a.WasGiven("train-iters")) a.train_iters = 600;
+  if (!a.WasGiven("batch-size")) a.batch_size = 16;
+  if (!a.WasGiven("lr")) a.lr = 2e-3;
+  if (!a.WasGiven("warmup")) a.warmup = 0.02;
+  if (!a.WasGiven("eval-interval")) a.eval_interval = 100;
+  if (!a.WasGiven("metrics-file")) {
+    a.metrics_file = absl::StrCat(kSampleFolder, "/metrics.jsonl");
+    std::error_code ignored;
+    std::filesystem::create_directories(ResolveUserPath(kSampleFolder), ignored);
+    std::filesystem::remove(ResolveUserPath(a.metrics_file), ignored);
+  }
+}
+
+absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t vocab_size) {
+  absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(a.preset);
+  if (!config.ok()) return config.status();
+  if (a.num_layers) config->num_layers = a.num_layers;
+  if (a.hidden_size) config->hidden_size = a.hidden_size;
+  if (a.num_attention_heads) config->num_attention_heads = a.num_attention_heads;
+  if (a.seq_length) config->seq_length = a.seq_length;
+  if (a.max_position_embeddings) config->max_position_embeddings = a.max_position_embeddings;
+  config->vocab_size = static_cast<int>(vocab_size);
+  config->make_vocab_size_divisible_by = a.make_vocab_size_divisible_by;
+  config->hidden_dropout = a.hidden_dropout;
+  config->attention_dropout = a.attention_dropout;
+  config->init_method_std = a.init_method_std;
+  if (absl::Status status = config->Validate(); !status.ok()) return status;
+  return config;
+}
+
+Value ModelJson(const gpt2::Gpt2Config& c) {
+  Value out = Value::MakeObject();
+  out.Set("num_layers", c.num_layers);
+  out.Set("hidden_size", c.hidden_size);
+  out.Set("num_attention_heads", c.num_attention_heads);
+  out.Set("seq_length", c.seq_length);
+  out.Set("max_position_embeddings", c.max_position_embeddings);
+  out.Set("padded_vocab_size", c.padded_vocab_size());
+  return out;
+}
+
+// "--hidden-size: checkpoint 128, flags 256; ..." for every model field that differs.
+std::string ModelDifferences(const Value& saved, const Value& current) {
+  std::vector<std::string> differences;
+  for (const auto& [key, value] : current.as_object()) {
+    const Value* old = saved.Find(key);
+    const std::string old_text = old ? varuna::json::Serialize(*old) : "missing";
+    if (old_text != varuna::json::Serialize(value)) {
+      std::string flag = key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      differences.push_back(absl::StrCat("--", flag, ": checkpoint ", old_text, ", now ",
+                                         varuna::json::Serialize(value)));
+    }
+  }
+  return absl::StrJoin(differences, "; ");
+}
+
+struct TrainingState {
+  int64_t iteration = 0;
+  int64_t consumed_samples = 0;
+  int64_t skipped = 0;
+};
+
+absl::StatusOr<double> Evaluate(varuna::Varuna& engine, const GptData& data, data::Split split,
+                                int64_t eval_iters) {
+  double total = 0;
+  for (int64_t k = 0; k < eval_iters; ++k) {
+    absl::StatusOr<varuna::TensorMap> batch = data.EvalBatch(split, k);
+    if (!batch.ok()) return batch.status();
+    absl::StatusOr<double> loss = engine.evaluate(*batch);
+    if (!loss.ok()) return loss.status();
+    total += *loss;
+  }
+  return total / static_cast<double>(eval_iters);
+}
+
+absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const TrainingState& state,
+                  const Value& model, const GptData& data, TrainingLog& log) {
+  Value trainer = Value::MakeObject();
+  trainer.Set("iteration", state.iteration);
+  trainer.Set("consumed_samples", state.consumed_samples);
+  trainer.Set("skipped_iterations", state.skipped);
+  trainer.Set("model", model);
+  trainer.Set("data_fingerprint", absl::StrFormat("%016x", data.indexed().Fingerprint()));
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status status = engine.checkpoint(ResolveUserPath(a.save), state.iteration, trainer);
+      !status.ok()) {
+    return status;
+  }
+  log.Info(absl::StrFormat(
+      "saved checkpoint at iteration %d to %s in %.2f s", state.iteration, a.save,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+  return absl::OkStatus();
+}
+
+absl::Status Run(TrainerArguments a, const std::string& argv0) {
+  const bool sample_run = a.data_path.empty();
+  if (sample_run) ApplySampleRunDefaults(a);
+
+  if (a.print_model_summary) {
+    int64_t vocab = a.vocab_size;
+    if (!a.tokenizer_model.empty()) {
+      auto tokenizer = data::LoadTokenizer(ResolveUserPath(a.tokenizer_model));
+      if (!tokenizer.ok()) return tokenizer.status();
+      vocab = (*tokenizer)->vocab_size();
+    }
+    if (vocab == 0) vocab = 50257;  // GPT-2's BPE vocabulary.
+    absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, vocab);
+    if (!config.ok()) return config.status();
+    std::printf("%s", gpt2::FormatSummary(*config, gpt2::Summarize(*config)).c_str());
+    return absl::OkStatus();
+  }
+
+  // Layout: this build runs one stage and one replica (Varuna::Create says so otherwise).
+  varuna::VarunaOptions engine_options;
+  if (!a.stage_to_rank_map.empty()) {
+    absl::StatusOr<varuna::StageMap> map = varuna::StageMap::Parse(a.stage_to_rank_map);
+    if (!map.ok()) return map.status();
+    engine_options.stage_map = *map;
+  }
+  if (a.rank < 0) {
+    const char* rank = std::getenv("RANK");
+    a.rank = rank ? std::atoi(rank) : 0;
+  }
+  engine_options.rank = a.rank;
+  engine_options.batch_size = a.batch_size;
+  engine_options.chunk_size = a.chunk_size;
+  engine_options.clip_grad = a.clip_grad;
+  engine_options.dtype = a.fp16 ? at::kHalf : a.bf16 ? at::kBFloat16 : at::kFloat;
+  const std::string device = a.device.empty() ? (at::hasCUDA() ? "cuda" : "cpu") : a.device;
+  if (device == "cuda" && !at::hasCUDA()) {
+    return absl::FailedPreconditionError(
+        "--device=cuda: no CUDA device is visible to this program (or it was built without "
+        "--config=cuda): use --device=cpu, or build with --config=cuda on a GPU host");
+  }
+  engine_options.device = device == "cuda" ? c10::Device(c10::kCUDA, std::max(a.local_rank, 0))
+                                           : c10::Device(c10::kCPU);
+
+  absl::StatusOr<std::unique_ptr<TrainingLog>> log_or =
+      TrainingLog::Open(stdout, ResolveUserPath(a.metrics_file));
+  if (!log_or.ok()) return log_or.status();
+  TrainingLog& log = **log_or;
+
+  // Data and tokenizer.
+  std::string data_prefix = ResolveUserPath(a.data_path);
+  std::string tokenizer_model = ResolveUserPath(a.tokenizer_model);
+  if (sample_run) {
+    absl::StatusOr<std::string> corpus = FindRunfile(argv0, kSampleCorpus);
+    if (!corpus.ok()) return corpus.status();
+    const std::string folder = ResolveUserPath(kSampleFolder);
+    log.Info(absl::StrCat("> sample run: no --data-path given, so training ", a.preset,
+                          " on the bundled corpus; outputs in ", folder));
+    absl::StatusOr<SampleCorpus> sample = PrepareSampleCorpus(
+        *corpus, folder, kSampleVocabSize, [&log](const std::string& line) { log.Info(line); });
+    if (!sample.ok()) return sample.status();
+    data_prefix = sample->data_prefix;
+    tokenizer_model = sample->tokenizer_model;
+  }
+  int64_t vocab_size = a.vocab_size;
+  int64_t eod = -1;
+  if (!tokenizer_model.empty()) {
+    auto tokenizer = data::LoadTokenizer(tokenizer_model);
+    if (!tokenizer.ok()) return tokenizer.status();
+    if (a.vocab_size != 0 && a.vocab_size != (*tokenizer)->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--vocab-size=", a.vocab_size, " differs from the ", (*tokenizer)->vocab_size(),
+          " pieces of --tokenizer-model=", tokenizer_model, ": drop --vocab-size"));
+    }
+    vocab_size = (*tokenizer)->vocab_size();
+    eod = (*tokenizer)->eod_id();
+  }
+  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, vocab_size);
+  if (!config.ok()) return config.status();
+  if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
+      !status.ok()) {
+    return status;
+  }
+  log.Info(gpt2::FormatSummary(*config, gpt2::Summarize(*config)));
+
+  GptDataOptions data_options;
+  data_options.data_prefix = data_prefix;
+  data_options.vocab_size = vocab_size;
+  data_options.split = a.split;
+  data_options.seq_length = config->seq_length;
+  data_options.seed = static_cast<uint32_t>(a.seed);
+  data_options.cache_dir = ResolveUserPath(a.data_cache_path);
+  data_options.batch_size = a.batch_size;
+  data_options.train_iters = a.train_iters;
+  data_options.eval_iters = a.eval_interval > 0 ? a.eval_iters : 0;
+  data_options.batch.eod_token = eod;
+  data_options.batch.eod_mask_loss = a.eod_mask_loss;
+  data_options.batch.reset_position_ids = a.reset_position_ids;
+  data_options.batch.reset_attention_mask = a.reset_attention_mask;
+  if ((a.eod_mask_loss || a.reset_position_ids || a.reset_attention_mask) && eod < 0) {
+    return absl::InvalidArgumentError(
+        "--eod-mask-loss, --reset-position-ids and --reset-attention-mask need the EOD token: "
+        "give --tokenizer-model");
+  }
+  absl::StatusOr<std::unique_ptr<GptData>> data = GptData::Open(data_options);
+  if (!data.ok()) return data.status();
+  log.Info(absl::StrCat("> data: ", (*data)->Describe()));
+
+  // Engine and optimizer.
+  at::manual_seed(a.seed);
+  absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine_or =
+      varuna::Varuna::Create(gpt2::Gpt2StageBuilder(*config, static_cast<uint64_t>(a.seed)),
+                             config->num_layers, engine_options);
+  if (!engine_or.ok()) return engine_or.status();
+  varuna::Varuna& engine = **engine_or;
+  varuna::AdamOptions adam;
+  adam.lr = a.lr;
+  adam.beta1 = a.adam_beta1;
+  adam.beta2 = a.adam_beta2;
+  adam.eps = a.adam_eps;
+  adam.weight_decay = a.weight_decay;
+  varuna::LossScalerOptions scaling;
+  scaling.dynamic = a.loss_scale == 0;
+  scaling.initial_scale = a.loss_scale > 0 ? a.loss_scale : a.initial_loss_scale;
+  scaling.min_scale = a.min_loss_scale;
+  scaling.growth_interval = a.loss_scale_window;
+  scaling.hysteresis = a.hysteresis;
+  if (absl::Status status =
+          engine.set_optimizer(std::make_unique<varuna::Adam>(engine.parameters(), adam), scaling);
+      !status.ok()) {
+    return status;
+  }
+  const int64_t decay_steps = a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters;
+  absl::StatusOr<LrDecayStyle> style = ParseLrDecayStyle(a.lr_decay_style);
+  LrSchedule schedule({a.lr, a.min_lr, *style,
+                       static_cast<int64_t>(a.warmup * static_cast<double>(decay_steps)),
+                       decay_steps});
+
+  // Resume.
+  const Value model_json = ModelJson(*config);
+  TrainingState state;
+  if (!a.load.empty()) {
+    std::optional<int64_t> iteration;
+    if (a.resume_step >= 0) iteration = a.resume_step;
+    auto same_model = [&](const Value& saved) -> absl::Status {
+      const Value* saved_model = saved.Find("model");
+      if (saved_model == nullptr || !saved_model->is_object()) {
+        return absl::DataLossError(
+            absl::StrCat("the checkpoint in ", a.load, " has no model configuration"));
+      }
+      if (std::string diff = ModelDifferences(*saved_model, model_json); !diff.empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("the checkpoint in ", a.load, " was written for another model: ", diff,
+                         ". Use the model flags it was trained with"));
+      }
+      return absl::OkStatus();
+    };
+    absl::StatusOr<varuna::Varuna::Loaded> loaded =
+        engine.load_checkpoint(ResolveUserPath(a.load), iteration, same_model);
+    if (!loaded.ok()) return loaded.status();
+    const Value& saved = loaded->trainer_state;
+    if (!loaded->note.empty()) log.Info(absl::StrCat("> ", loaded->note));
+    state.iteration = loaded->iteration;
+    const Value* consumed = saved.Find("consumed_samples");
+    const Value* skipped = saved.Find("skipped_iterations");
+    state.consumed_samples = consumed && consumed->is_int() ? consumed->as_int() : 0;
+    state.skipped = skipped && skipped->is_int() ? skipped->as_int() : 0;
+    log.Info(absl::StrFormat("> resumed from %s at iteration %d (%d samples consumed)", a.load,
+                             state.iteration, state.consumed_samples));
+  }
+
+  const int64_t global_batch = a.batch_size * engine_options.stage_map.num_replicas();
+  const double flops_per_iteration = gpt2::TrainingFlopsPerIteration(*config, global_batch);
+  const double tokens_per_iteration =
+      static_cast<double>(global_batch) * static_cast<double>(config->seq_length);
+  std::optional<double> peak = a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops)
+                                                 : std::nullopt;  // CPU: not in the table.
+  log.Info(
+      absl::StrFormat("> training %s for %d iterations on %s (%s), global batch %d x %d tokens, "
+                      "%.3g GFLOP per iteration (Megatron's formula)",
+                      a.preset, a.train_iters, device, c10::toString(engine_options.dtype),
+                      global_batch, config->seq_length, flops_per_iteration / 1e9));
+
+  if (a.eval_interval > 0 && state.iteration == 0) {
+    absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
+    if (!loss.ok()) return loss.status();
+    log.Eval({0, "validation", *loss});
+  }
+
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  double last_grad_norm = 0;
+  auto interval_start = std::chrono::steady_clock::now();
+  int64_t interval_steps = 0;
+  bool saved_last = false;
+  while (state.iteration < a.train_iters) {
+    engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
+    absl::StatusOr<varuna::TensorMap> batch = (*data)->TrainBatch(state.consumed_samples);
+    if (!batch.ok()) return batch.status();
+    absl::StatusOr<varuna::StepResult> result = engine.step(*batch);
+    if (!result.ok()) return result.status();
+    ++state.iteration;
+    ++interval_steps;
+    state.consumed_samples += global_batch;
+    saved_last = false;
+    if (result->overflow) {
+      ++state.skipped;
+      log.Info(absl::StrFormat("iteration %d skipped: inf/NaN in the gradients (loss scale %g)",
+                               state.iteration, result->loss_scale));
+    } else {
+      loss_sum += result->loss;
+      ++loss_count;
+      last_grad_norm = result->grad_norm;
+    }
+
+    if (state.iteration % a.log_interval == 0) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_start).count() /
+          static_cast<double>(interval_steps);
+      const Throughput throughput =
+          MeasureThroughput(flops_per_iteration, tokens_per_iteration, seconds, peak);
+      StepRecord record;
+      record.iteration = state.iteration;
+      record.train_iters = a.train_iters;
+      record.consumed_samples = state.consumed_samples;
+      record.ms_per_iteration = seconds * 1e3;
+      record.lr = engine.optimizer().options().lr;
+      record.loss = loss_count > 0 ? loss_sum / static_cast<double>(loss_count) : 0;
+      record.loss_scale = engine.loss_scale();
+      record.grad_norm = last_grad_norm;
+      record.skipped = state.skipped;
+      record.tokens_per_sec = throughput.tokens_per_second;
+      record.tflops = throughput.tflops;
+      record.mfu = throughput.mfu;
+      log.Step(record);
+      loss_sum = 0;
+      loss_count = 0;
+      interval_steps = 0;
+      interval_start = std::chrono::steady_clock::now();
+    }
+    if (a.eval_interval > 0 && state.iteration % a.eval_interval == 0 &&
+        state.iteration < a.train_iters) {
+      absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
+      if (!loss.ok()) return loss.status();
+      log.Eval({state.iteration, "validation", *loss});
+      interval_start = std::chrono::steady_clock::now();  // Keep evaluation out of ms/iter.
+    }
+    if (!a.save.empty() && a.save_interval > 0 && state.iteration % a.save_interval == 0) {
+      if (absl::Status s = Save(engine, a, state, model_json, **data, log); !s.ok()) return s;
+      saved_last = true;
+      interval_start = std::chrono::steady_clock::now();
+    }
+    if (a.exit_interval > 0 && state.iteration % a.exit_interval == 0) {
+      log.Info(absl::StrFormat("exiting at iteration %d (--exit-interval=%d)", state.iteration,
+                               a.exit_interval));
+      break;
+    }
+  }
+
+  if (!a.save.empty() && !saved_last) {
+    if (absl::Status s = Save(engine, a, state, model_json, **data, log); !s.ok()) return s;
+  }
+  if (a.eval_interval > 0) {
+    for (data::Split split : {data::Split::kValid, data::Split::kTest}) {
+      if (!(*data)->has(split)) continue;
+      absl::StatusOr<double> loss = Evaluate(engine, **data, split, a.eval_iters);
+      if (!loss.ok()) return loss.status();
+      log.Eval({state.iteration, split == data::Split::kValid ? "validation" : "test", *loss});
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace trainer
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<trainer::TrainerArguments> arguments = trainer::ParseArguments(args);
+  if (!arguments.ok()) {
+    std::fprintf(stderr, "pretrain_gpt2: error: %s\n",
+                 std::string(arguments.status().message()).c_str());
+    return 2;
+  }
+  if (arguments->help_requested) {
+    std::printf(
+        "Usage: bazel run //trainer:pretrain_gpt2 -- [flags]\n"
+        "Pretrains GPT-2 (Megatron-LM's pretrain_gpt2 on the Varuna engine). Without "
+        "--data-path it trains\ngpt2-tiny on the bundled sample corpus. Flags (dashes and "
+        "underscores are interchangeable):\n%s",
+        arguments->help.c_str());
+    return 0;
+  }
+  if (absl::Status status = trainer::Run(*arguments, argv[0]); !status.ok()) {
+    std::fprintf(stderr, "pretrain_gpt2: error: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

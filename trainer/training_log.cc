@@ -1,0 +1,99 @@
+#include "trainer/training_log.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "varuna/json.h"
+
+namespace trainer {
+
+using varuna::json::Value;
+
+absl::StatusOr<std::unique_ptr<TrainingLog>> TrainingLog::Open(std::FILE* out,
+                                                               const std::string& metrics_path) {
+  std::FILE* metrics = nullptr;
+  if (!metrics_path.empty()) {
+    metrics = std::fopen(metrics_path.c_str(), "a");
+    if (metrics == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-file=", metrics_path,
+                       " cannot be opened for appending: ", std::strerror(errno)));
+    }
+  }
+  return std::unique_ptr<TrainingLog>(new TrainingLog(out, metrics));
+}
+
+TrainingLog::~TrainingLog() {
+  if (metrics_ != nullptr) std::fclose(metrics_);
+}
+
+std::string TrainingLog::FormatStep(const StepRecord& r) {
+  const std::string mfu =
+      r.mfu ? absl::StrFormat("%.1f%%", 100.0 * *r.mfu) : "n/a (unknown device peak)";
+  return absl::StrFormat(
+      " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | "
+      "learning rate: %.3E | lm loss: %.6E | loss scale: %.1f | grad norm: %.3f | "
+      "number of skipped iterations: %3d | tokens per second: %.0f | TFLOP/s: %.2f | MFU: %s",
+      r.iteration, r.train_iters, r.consumed_samples, r.ms_per_iteration, r.lr, r.loss,
+      r.loss_scale, r.grad_norm, r.skipped, r.tokens_per_sec, r.tflops, mfu);
+}
+
+std::string TrainingLog::StepJson(const StepRecord& r) {
+  Value line = Value::MakeObject();
+  line.Set("iteration", r.iteration);
+  line.Set("consumed_samples", r.consumed_samples);
+  line.Set("ms_per_iteration", r.ms_per_iteration);
+  line.Set("lr", r.lr);
+  line.Set("lm_loss", r.loss);
+  line.Set("loss_scale", r.loss_scale);
+  line.Set("grad_norm", std::isfinite(r.grad_norm) ? Value(r.grad_norm) : Value(nullptr));
+  line.Set("skipped", r.skipped);
+  line.Set("tokens_per_sec", r.tokens_per_sec);
+  line.Set("tflops", r.tflops);
+  line.Set("mfu", r.mfu ? Value(*r.mfu) : Value(nullptr));
+  return varuna::json::Serialize(line);
+}
+
+std::string TrainingLog::FormatEval(const EvalRecord& r) {
+  return absl::StrFormat(" %s loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E",
+                         r.split, r.iteration, r.loss, std::exp(std::min(r.loss, 700.0)));
+}
+
+std::string TrainingLog::EvalJson(const EvalRecord& r) {
+  Value line = Value::MakeObject();
+  line.Set("iteration", r.iteration);
+  line.Set("split", r.split);
+  line.Set(r.split == "test" ? "test_loss" : "val_loss", r.loss);
+  line.Set(r.split == "test" ? "test_ppl" : "val_ppl", std::exp(std::min(r.loss, 700.0)));
+  return varuna::json::Serialize(line);
+}
+
+void TrainingLog::WriteMetrics(const std::string& line) {
+  if (metrics_ == nullptr) return;
+  std::fprintf(metrics_, "%s\n", line.c_str());
+  std::fflush(metrics_);
+}
+
+void TrainingLog::Step(const StepRecord& record) {
+  std::fprintf(out_, "%s\n", FormatStep(record).c_str());
+  std::fflush(out_);
+  WriteMetrics(StepJson(record));
+}
+
+void TrainingLog::Eval(const EvalRecord& record) {
+  const std::string line = FormatEval(record);
+  const std::string rule(line.size(), '-');
+  std::fprintf(out_, "%s\n%s\n%s\n", rule.c_str(), line.c_str(), rule.c_str());
+  std::fflush(out_);
+  WriteMetrics(EvalJson(record));
+}
+
+void TrainingLog::Info(const std::string& line) {
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+}  // namespace trainer

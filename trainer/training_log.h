@@ -1,0 +1,78 @@
+// TrainingLog: the log lines of a run, Megatron's format on stdout and the same values as JSON
+// lines in --metrics-file.
+//
+// A step line:
+//  iteration      100/     300 | consumed samples:          800 | elapsed time per iteration
+//  (ms): 95.1 | learning rate: 1.480E-03 | lm loss: 5.012345E+00 | loss scale: 1.0 | grad norm:
+//  0.812 | number of skipped iterations:   0 | tokens per second: 10767 | TFLOP/s: 0.03 | MFU:
+//  n/a (unknown device peak)
+// and its JSON line (one object per line):
+//  {"iteration":100,"consumed_samples":800,"ms_per_iteration":95.1,"lr":0.00148,"lm_loss":5.01,
+//   "loss_scale":1.0,"grad_norm":0.812,"skipped":0,"tokens_per_sec":10767,"tflops":0.03,
+//   "mfu":null}
+// An evaluation adds {"iteration":100,"split":"validation","val_loss":4.9,"val_ppl":134.3}.
+//
+// Thread safety: none.
+#ifndef VARUNA_TRAINER_TRAINING_LOG_H_
+#define VARUNA_TRAINER_TRAINING_LOG_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace trainer {
+
+struct StepRecord {
+  int64_t iteration = 0;
+  int64_t train_iters = 0;
+  int64_t consumed_samples = 0;
+  double ms_per_iteration = 0;
+  double lr = 0;
+  double loss = 0;  // Mean over the steps since the last line.
+  double loss_scale = 1;
+  double grad_norm = 0;
+  int64_t skipped = 0;  // Skipped steps since the start of the run.
+  double tokens_per_sec = 0;
+  double tflops = 0;
+  std::optional<double> mfu;
+};
+
+struct EvalRecord {
+  int64_t iteration = 0;
+  std::string split;  // "validation" or "test"
+  double loss = 0;
+};
+
+class TrainingLog {
+ public:
+  // Logs to `out` (stdout normally) and, if metrics_path is not empty, appends JSON lines to
+  // that file (created if missing). Error naming --metrics-file if it cannot be opened.
+  static absl::StatusOr<std::unique_ptr<TrainingLog>> Open(std::FILE* out,
+                                                           const std::string& metrics_path);
+  ~TrainingLog();
+
+  void Step(const StepRecord& record);
+  void Eval(const EvalRecord& record);
+  // A free-form line on `out` only.
+  void Info(const std::string& line);
+
+  static std::string FormatStep(const StepRecord& record);
+  static std::string StepJson(const StepRecord& record);
+  static std::string FormatEval(const EvalRecord& record);
+  static std::string EvalJson(const EvalRecord& record);
+
+ private:
+  TrainingLog(std::FILE* out, std::FILE* metrics) : out_(out), metrics_(metrics) {}
+  void WriteMetrics(const std::string& line);
+
+  std::FILE* out_;
+  std::FILE* metrics_;
+};
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_TRAINING_LOG_H_

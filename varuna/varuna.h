@@ -1,0 +1,151 @@
+// Varuna: the training engine. It owns this rank's stage of the model, runs one optimizer step
+// over a batch split into micro-batches, keeps shared (tied) weights equal, scales the loss in
+// fp16, and saves and restores its state in checkpoints.
+//
+// Usage, on every rank (after Create):
+//   auto engine = Varuna::Create(builder, num_segments, options);
+//   engine->set_optimizer(std::make_unique<Adam>(engine->parameters(), adam), loss_scaling);
+//   for each iteration:
+//     engine->optimizer().set_lr(schedule(...));
+//     StepResult r = engine->step(batch);      // forward, backward, update (unless skipped)
+//   engine->evaluate(batch);                   // mean loss, no update
+//   engine->checkpoint(save_dir, iteration, trainer_state);
+//
+// This version runs one pipeline stage and one data-parallel replica (the stage holds every
+// segment); a stage map with more ranks is refused at Create. The interface is the one the
+// pipeline engine keeps.
+//
+// step() returns what one process running the whole batch at once would compute: the loss is
+// the mean of the micro-batch losses weighted by their number of examples (so a short last
+// micro-batch counts for what it holds), and the gradient is that mean's gradient.
+//
+// Thread safety: none; one thread drives an engine.
+#ifndef VARUNA_VARUNA_H_
+#define VARUNA_VARUNA_H_
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varuna/adam.h"
+#include "varuna/json.h"
+#include "varuna/loss_scaler.h"
+#include "varuna/stage_map.h"
+#include "varuna/stage_module.h"
+#include "varuna/tensor_map.h"
+
+namespace varuna {
+
+struct VarunaOptions {
+  // Which ranks run which stage and replica (Varuna's --stage_to_rank_map). Default: one
+  // stage, one replica.
+  StageMap stage_map = StageMap::Uniform(1, 1);
+  int rank = 0;  // This process's global rank.
+  // Examples per replica per step (B_r; Megatron's --batch-size of the Varuna era).
+  int batch_size = 1;
+  // Examples per micro-batch (Varuna's --chunk_size); 0 means batch_size (one micro-batch).
+  int chunk_size = 0;
+  c10::Device device = c10::kCPU;
+  // Dtype of the model's weights and activations: kFloat, kHalf (with loss scaling) or
+  // kBFloat16. The optimizer keeps fp32 master weights in every case.
+  c10::ScalarType dtype = c10::kFloat;
+  // Clip gradients to this global L2 norm before the update; 0 disables clipping.
+  double clip_grad = 0;
+};
+
+// What one step did.
+struct StepResult {
+  double loss = 0;        // Mean loss over the batch (the same on every rank).
+  bool overflow = false;  // Gradients held inf/NaN: the update was skipped.
+  double grad_norm = 0;   // Global L2 norm of the gradients before clipping (tied pair once).
+  double loss_scale = 1;  // The scale used for this step.
+};
+
+class Varuna {
+ public:
+  // Builds this rank's stage with `builder`, moves it to options.device and options.dtype.
+  // InvalidArgument for a bad option (naming it), Unimplemented for a layout with more than
+  // one stage or replica.
+  static absl::StatusOr<std::unique_ptr<Varuna>> Create(const StageBuilder& builder,
+                                                        int num_segments,
+                                                        const VarunaOptions& options);
+
+  // The checks Create makes on `options` before building anything, for callers that want to
+  // fail before touching files.
+  static absl::Status ValidateOptions(const VarunaOptions& options, int num_segments);
+
+  const VarunaOptions& options() const { return options_; }
+  StageModule& model() { return *model_; }
+
+  // This stage's parameters, named as in the full model, with their weight-decay flags: what
+  // the optimizer given to set_optimizer must hold.
+  std::vector<NamedParameter> parameters() const;
+
+  // Installs the optimizer and the loss scaling (used when options.dtype is kHalf; otherwise
+  // the scale stays 1). The optimizer's parameters must be exactly parameters(), in order.
+  absl::Status set_optimizer(std::unique_ptr<Adam> optimizer, const LossScalerOptions& scaling);
+  Adam& optimizer() { return *optimizer_; }
+
+  // One training step over `inputs` (options.batch_size examples in dimension 0 of every
+  // tensor): forward and backward of every micro-batch, tied-weight gradient sum, unscale,
+  // inf/NaN check, clipping, optimizer update. On overflow the weights, the optimizer state
+  // and its step count are left untouched and the loss scale backs off.
+  // InvalidArgument if the inputs are malformed (nothing changes then); FailedPrecondition
+  // before set_optimizer.
+  absl::StatusOr<StepResult> step(const TensorMap& inputs);
+
+  // The mean loss over `inputs` (any number of examples), without gradients or dropout.
+  absl::StatusOr<double> evaluate(const TensorMap& inputs);
+
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+
+  // Writes the engine's state (weights, optimizer state per segment, loss scaler, RNG) and
+  // `trainer_state` (an object: anything the caller must restore, e.g. consumed samples and
+  // the LR schedule) as <save_dir>/varuna_ckpt_<iteration>.
+  absl::Status checkpoint(const std::string& save_dir, int64_t iteration,
+                          const json::Value& trainer_state);
+
+  // Restores the state written by checkpoint() for `iteration` (or, if nullopt, the newest
+  // complete checkpoint in load_dir) and returns {iteration, trainer_state}. Refuses a
+  // checkpoint of a different model (the message lists what differs) and leaves the engine
+  // unchanged on any error.
+  struct Loaded {
+    int64_t iteration = 0;
+    json::Value trainer_state;
+    std::string note;  // Set when "newest" skipped an incomplete or damaged checkpoint.
+  };
+  // `accept`, if given, sees the saved trainer_state first; an error from it is returned and
+  // nothing is loaded (the caller's way to refuse, e.g., another model's checkpoint).
+  using Acceptor = std::function<absl::Status(const json::Value& trainer_state)>;
+  absl::StatusOr<Loaded> load_checkpoint(const std::string& load_dir,
+                                         std::optional<int64_t> iteration,
+                                         const Acceptor& accept = nullptr);
+
+ private:
+  Varuna(const VarunaOptions& options, std::shared_ptr<StageModule> model);
+
+  absl::StatusOr<std::vector<TensorMap>> SplitBatch(const TensorMap& inputs, int64_t examples,
+                                                    int64_t chunk) const;
+  // Copies the model's gradients into the optimizer's fp32 master gradients, divided by
+  // `scale`, summing the gradients of tied pairs. Returns the squared global norm.
+  double GatherMasterGrads(double scale);
+  void ZeroModelGrads();
+
+  VarunaOptions options_;
+  std::shared_ptr<StageModule> model_;
+  std::unique_ptr<Adam> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;
+  // Pairs of optimizer indices (first, second) of the shared weights this rank holds both of.
+  std::vector<std::pair<size_t, size_t>> tied_pairs_;
+};
+
+}  // namespace varuna
+
+#endif  // VARUNA_VARUNA_H_
