@@ -126,9 +126,45 @@ TEST_F(PretrainGpt2Test, LossFalls) {
   EXPECT_NEAR(val.front(), std::log(128.0), 0.5);  // Untrained: about ln(padded vocab).
   EXPECT_LT(val.back(), val.front() - 1.5) << Describe(r);
   EXPECT_EQ(Losses(r).size(), 60u);
+  const varuna::json::Value& step = r.metrics[1];  // metrics[0] is the validation at 0.
+  for (const char* key : {"iteration", "consumed_samples", "lm_loss", "lr", "loss_scale",
+                          "grad_norm", "skipped", "tokens_per_sec", "tflops", "mfu"}) {
+    EXPECT_NE(step.Find(key), nullptr) << key << " in " << varuna::json::Serialize(step);
+  }
+  EXPECT_EQ(step.Find("iteration")->as_int(), 1);
+  EXPECT_EQ(step.Find("consumed_samples")->as_int(), 4);
+  EXPECT_EQ(step.Find("loss_scale")->as_double(), 1.0);
+  // --warmup=0.01 of 60 steps rounds down to no warmup: the first step runs at --lr.
+  EXPECT_EQ(step.Find("lr")->as_double(), 3e-3);
+  EXPECT_TRUE(step.Find("mfu")->is_null());  // No known peak for the CPU.
   EXPECT_THAT(r.exit.output, HasSubstr("lm loss:"));
   EXPECT_THAT(r.exit.output, HasSubstr("tokens per second:"));
   EXPECT_THAT(r.exit.output, HasSubstr("MFU: n/a"));
+}
+
+// Mixed precision: fp16 weights with dynamic loss scaling, and bf16, learn as fp32 does.
+TEST_F(PretrainGpt2Test, HalfPrecisionTracksFp32) {
+  auto final_val = [](const Result& r) {
+    double last = 0;
+    for (const auto& line : r.metrics) {
+      if (const auto* v = line.Find("val_loss")) last = v->as_double();
+    }
+    return last;
+  };
+  const auto common =
+      Plus(TinyModel(), {"--train-iters=40", "--eval-interval=40", "--eval-iters=2"});
+  Result fp32 = Run(common, "fp32");
+  Result fp16 = Run(Plus(common, {"--fp16"}), "fp16");
+  Result bf16 = Run(Plus(common, {"--bf16"}), "bf16");
+  for (const Result* r : {&fp32, &fp16, &bf16}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
+  EXPECT_LT(final_val(fp32), 4.0);  // From about ln(128) = 4.85.
+  EXPECT_NEAR(final_val(fp16), final_val(fp32), 0.1);
+  EXPECT_NEAR(final_val(bf16), final_val(fp32), 0.15);
+  const auto& first_fp16 = fp16.metrics[1];
+  EXPECT_EQ(first_fp16.Find("loss_scale")->as_double(), 131072.0);
+  const auto* skipped = fp16.metrics[fp16.metrics.size() - 2].Find("skipped");  // Step 40.
+  ASSERT_NE(skipped, nullptr);
+  EXPECT_EQ(skipped->as_int(), 0) << Describe(fp16);
 }
 
 TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {

@@ -126,6 +126,24 @@ TEST_F(VarunaTest, TiedWeightsStayBitwiseEqual) {
   EXPECT_FALSE(torch::allclose(embed, init));
 }
 
+// The shared weight's gradient is the sum of the gradients of its two uses, given to both.
+TEST_F(VarunaTest, TiedGradientIsTheSumOfBothUses) {
+  auto engine = Make(6, 4);
+  const TensorMap batch = Batch(6, 11);
+  ToyStage reference(SegmentRange{0, 1});
+  reference.Forward(at::Tensor(), batch).backward();
+  auto params = reference.named_parameters();
+  const at::Tensor expected = params["embed"].grad() + params["head"].grad();
+  ASSERT_TRUE(engine->step(batch).ok());
+  const auto& names = engine->optimizer().parameters();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const at::Tensor& grad = engine->optimizer().MasterGrads()[i];
+    if (names[i].name == "embed" || names[i].name == "head") {
+      EXPECT_TRUE(torch::allclose(grad, expected, 1e-5, 1e-7)) << names[i].name;
+    }
+  }
+}
+
 TEST_F(VarunaTest, OverflowSkipsTheStep) {
   auto engine = Make(4, 2);
   ASSERT_TRUE(engine->step(Batch(4, 0)).ok());
