@@ -34,7 +34,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("reset-attention-mask", &a.reset_attention_mask,
         "stop attention across documents inside a sample");
   p.Add("data-cache-path", &a.data_cache_path,
-        "directory for the sample-index files (default: next to the data)");
+        "directory for the sample-index files (empty: next to the data)");
   p.Add("batch-size", &a.batch_size, "examples per data-parallel replica per step");
   p.Add("train-iters", &a.train_iters, "optimizer steps to train");
   p.Add("lr", &a.lr, "peak learning rate");
@@ -55,7 +55,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("min-loss-scale", &a.min_loss_scale, "lowest dynamic loss scale");
   p.Add("loss-scale-window", &a.loss_scale_window, "steps without overflow before the scale x2");
   p.Add("hysteresis", &a.hysteresis, "overflowing steps tolerated before the scale x0.5");
-  p.Add("device", &a.device, "cpu or cuda (default: cuda when present)");
+  p.Add("device", &a.device, "cpu or cuda (empty: cuda when present)");
   p.Add("peak-tflops", &a.peak_tflops, "device peak TFLOP/s for MFU (0: built-in table)");
   p.Add("log-interval", &a.log_interval, "steps between log lines");
   p.Add("eval-interval", &a.eval_interval, "steps between validation runs (0: never)");

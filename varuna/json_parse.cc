@@ -290,7 +290,7 @@ class Parser {
           out->push_back('\t');
           break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp = 0;
           if (!ParseHex4(&cp)) return false;
           if (cp >= 0xDC00 && cp <= 0xDFFF) {
             return Fail(escape_pos, "unpaired low surrogate in a \\u escape");
@@ -300,7 +300,7 @@ class Parser {
               return Fail(escape_pos, "high surrogate not followed by a \\u low surrogate");
             }
             pos_ += 2;
-            uint32_t low;
+            uint32_t low = 0;
             if (!ParseHex4(&low)) return false;
             if (low < 0xDC00 || low > 0xDFFF) {
               return Fail(escape_pos, "high surrogate not followed by a \\u low surrogate");
