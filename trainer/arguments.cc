@@ -156,12 +156,27 @@ absl::Status Validate(const TrainerArguments& a) {
                                 " must be between 1 and --batch-size=", a.batch_size,
                                 " (or 0 for one micro-batch)"));
   }
+  if (a.resume_step >= 0 && a.load.empty()) {
+    return Invalid(absl::StrCat("--resume_step=", a.resume_step,
+                                " needs --load=DIR (the checkpoints to resume from)"));
+  }
   if (a.profiling) {
     return absl::UnimplementedError(
         "--profiling (Varuna's profile mode) is not available in this build yet; run "
         "without it");
   }
   return absl::OkStatus();
+}
+
+// The sample run: settings that show the loss falling within minutes on a CPU.
+void ApplySampleRunDefaults(TrainerArguments& a) {
+  a.sample_run = true;
+  if (!a.WasGiven("train-iters")) a.train_iters = 600;
+  if (!a.WasGiven("batch-size")) a.batch_size = 16;
+  if (!a.WasGiven("lr")) a.lr = 2e-3;
+  if (!a.WasGiven("warmup")) a.warmup = 0.02;
+  if (!a.WasGiven("eval-interval")) a.eval_interval = 100;
+  if (!a.WasGiven("metrics-file")) a.metrics_file = "varuna_sample_run/metrics.jsonl";
 }
 
 }  // namespace
@@ -186,6 +201,7 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
         "metrics-file", "tokenizer-model", "warmup"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
   }
+  if (a.data_path.empty()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;
   return a;
 }

@@ -78,6 +78,10 @@ struct TrainerArguments {
   int64_t resume_step = -1;
   bool profiling = false;
 
+  // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments
+  // applies to the flags not given (see README).
+  bool sample_run = false;
+
   // Which flags the user gave (for "explicit overrides preset" and for the default run).
   std::vector<std::string> given;
   bool help_requested = false;

@@ -14,12 +14,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -29,12 +30,14 @@
 #include "models/gpt2/model.h"
 #include "models/gpt2/summary.h"
 #include "trainer/arguments.h"
+#include "trainer/device_name.h"
 #include "trainer/gpt_data.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/paths.h"
 #include "trainer/sample_corpus.h"
 #include "trainer/throughput.h"
 #include "trainer/training_log.h"
+#include "varuna/checkpoint_files.h"
 #include "varuna/json.h"
 #include "varuna/varuna.h"
 
@@ -46,22 +49,6 @@ using varuna::json::Value;
 constexpr char kSampleFolder[] = "varuna_sample_run";
 constexpr char kSampleCorpus[] = "data/corpus/fortunes.jsonl";
 constexpr int kSampleVocabSize = 4096;
-
-// The sample run (no --data-path): the bundled corpus, and training settings that show the
-// loss falling within minutes on a CPU. Flags the user gives still win.
-void ApplySampleRunDefaults(TrainerArguments& a) {
-  if (!a.WasGiven("train-iters")) a.train_iters = 600;
-  if (!a.WasGiven("batch-size")) a.batch_size = 16;
-  if (!a.WasGiven("lr")) a.lr = 2e-3;
-  if (!a.WasGiven("warmup")) a.warmup = 0.02;
-  if (!a.WasGiven("eval-interval")) a.eval_interval = 100;
-  if (!a.WasGiven("metrics-file")) {
-    a.metrics_file = absl::StrCat(kSampleFolder, "/metrics.jsonl");
-    std::error_code ignored;
-    std::filesystem::create_directories(ResolveUserPath(kSampleFolder), ignored);
-    std::filesystem::remove(ResolveUserPath(a.metrics_file), ignored);
-  }
-}
 
 absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t vocab_size) {
   absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(a.preset);
@@ -98,10 +85,15 @@ std::string ModelDifferences(const Value& saved, const Value& current) {
     const Value* old = saved.Find(key);
     const std::string old_text = old ? varuna::json::Serialize(*old) : "missing";
     if (old_text != varuna::json::Serialize(value)) {
-      std::string flag = key;
+      std::string flag = absl::StrCat("--", key);
       std::replace(flag.begin(), flag.end(), '_', '-');
-      differences.push_back(absl::StrCat("--", flag, ": checkpoint ", old_text, ", now ",
-                                         varuna::json::Serialize(value)));
+      if (key == "padded_vocab_size") {
+        flag =
+            "the padded vocabulary (--tokenizer-model, --vocab-size, "
+            "--make-vocab-size-divisible-by)";
+      }
+      differences.push_back(
+          absl::StrCat(flag, ": checkpoint ", old_text, ", now ", varuna::json::Serialize(value)));
     }
   }
   return absl::StrJoin(differences, "; ");
@@ -145,49 +137,93 @@ absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const Train
   return absl::OkStatus();
 }
 
-absl::Status Run(TrainerArguments a, const std::string& argv0) {
-  const bool sample_run = a.data_path.empty();
-  if (sample_run) ApplySampleRunDefaults(a);
-
-  if (a.print_model_summary) {
-    int64_t vocab = a.vocab_size;
-    if (!a.tokenizer_model.empty()) {
-      auto tokenizer = data::LoadTokenizer(ResolveUserPath(a.tokenizer_model));
-      if (!tokenizer.ok()) return tokenizer.status();
-      vocab = (*tokenizer)->vocab_size();
-    }
-    if (vocab == 0) vocab = 50257;  // GPT-2's BPE vocabulary.
-    absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, vocab);
-    if (!config.ok()) return config.status();
-    std::printf("%s", gpt2::FormatSummary(*config, gpt2::Summarize(*config)).c_str());
-    return absl::OkStatus();
-  }
-
-  // Layout: this build runs one stage and one replica (Varuna::Create says so otherwise).
-  varuna::VarunaOptions engine_options;
+// The engine's options from the flags and the environment (RANK, LOCAL_RANK).
+absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
+  varuna::VarunaOptions options;
   if (!a.stage_to_rank_map.empty()) {
     absl::StatusOr<varuna::StageMap> map = varuna::StageMap::Parse(a.stage_to_rank_map);
     if (!map.ok()) return map.status();
-    engine_options.stage_map = *map;
+    options.stage_map = *map;
   }
-  if (a.rank < 0) {
-    const char* rank = std::getenv("RANK");
-    a.rank = rank ? std::atoi(rank) : 0;
-  }
-  engine_options.rank = a.rank;
-  engine_options.batch_size = a.batch_size;
-  engine_options.chunk_size = a.chunk_size;
-  engine_options.clip_grad = a.clip_grad;
-  engine_options.dtype = a.fp16 ? at::kHalf : a.bf16 ? at::kBFloat16 : at::kFloat;
-  const std::string device = a.device.empty() ? (at::hasCUDA() ? "cuda" : "cpu") : a.device;
-  if (device == "cuda" && !at::hasCUDA()) {
+  auto from_env = [](int flag, const char* name) -> absl::StatusOr<int> {
+    if (flag >= 0) return flag;
+    const char* text = std::getenv(name);
+    int value = 0;
+    if (text != nullptr && !absl::SimpleAtoi(text, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the environment variable ", name, "=\"", text, "\" is not a rank"));
+    }
+    return value;
+  };
+  absl::StatusOr<int> rank = from_env(a.rank, "RANK");
+  if (!rank.ok()) return rank.status();
+  absl::StatusOr<int> local_rank = from_env(a.local_rank, "LOCAL_RANK");
+  if (!local_rank.ok()) return local_rank.status();
+  options.rank = *rank;
+  options.batch_size = a.batch_size;
+  options.chunk_size = a.chunk_size;
+  options.clip_grad = a.clip_grad;
+  options.dtype = a.fp16 ? at::kHalf : a.bf16 ? at::kBFloat16 : at::kFloat;
+  const bool cuda = a.device.empty() ? at::hasCUDA() : a.device == "cuda";
+  if (cuda && !at::hasCUDA()) {
     return absl::FailedPreconditionError(
         "--device=cuda: no CUDA device is visible to this program (or it was built without "
         "--config=cuda): use --device=cpu, or build with --config=cuda on a GPU host");
   }
-  engine_options.device = device == "cuda" ? c10::Device(c10::kCUDA, std::max(a.local_rank, 0))
-                                           : c10::Device(c10::kCPU);
+  options.device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*local_rank))
+                        : c10::Device(c10::kCPU);
+  return options;
+}
 
+// The vocabulary size known before any data is prepared: the tokenizer's, --vocab-size, the
+// sample run's, or GPT-2's 50,257.
+absl::StatusOr<int64_t> KnownVocabSize(const TrainerArguments& a) {
+  if (!a.tokenizer_model.empty()) {
+    auto tokenizer = data::LoadTokenizer(ResolveUserPath(a.tokenizer_model));
+    if (!tokenizer.ok()) return tokenizer.status();
+    if (a.vocab_size != 0 && a.vocab_size != (*tokenizer)->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--vocab-size=", a.vocab_size, " differs from the ", (*tokenizer)->vocab_size(),
+          " pieces of --tokenizer-model=", a.tokenizer_model, ": drop --vocab-size"));
+    }
+    return (*tokenizer)->vocab_size();
+  }
+  if (a.vocab_size > 0) return a.vocab_size;
+  return a.sample_run ? kSampleVocabSize : 50257;
+}
+
+absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
+  // Everything that can be checked without touching a file is checked first.
+  absl::StatusOr<int64_t> known_vocab = KnownVocabSize(a);
+  if (!known_vocab.ok()) return known_vocab.status();
+  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, *known_vocab);
+  if (!config.ok()) return config.status();
+  if (a.print_model_summary) {
+    std::printf("%s", gpt2::FormatSummary(*config, gpt2::Summarize(*config)).c_str());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<varuna::VarunaOptions> engine_options_or = EngineOptions(a);
+  if (!engine_options_or.ok()) return engine_options_or.status();
+  const varuna::VarunaOptions& engine_options = *engine_options_or;
+  if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
+      !status.ok()) {
+    return status;
+  }
+  if (!a.load.empty()) {
+    const std::string load = ResolveUserPath(a.load);
+    absl::Status found = a.resume_step >= 0 ? varuna::VerifyCheckpoint(load, a.resume_step)
+                                            : varuna::LatestCheckpointIteration(load).status();
+    if (!found.ok()) return found;
+  }
+
+  if (a.sample_run) {
+    std::error_code ignored;
+    std::filesystem::create_directories(ResolveUserPath(kSampleFolder), ignored);
+    // A fresh sample run starts a fresh metrics file; a resumed one continues it.
+    if (!a.WasGiven("metrics-file") && a.load.empty()) {
+      std::filesystem::remove(ResolveUserPath(a.metrics_file), ignored);
+    }
+  }
   absl::StatusOr<std::unique_ptr<TrainingLog>> log_or =
       TrainingLog::Open(stdout, ResolveUserPath(a.metrics_file));
   if (!log_or.ok()) return log_or.status();
@@ -196,7 +232,7 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
   // Data and tokenizer.
   std::string data_prefix = ResolveUserPath(a.data_path);
   std::string tokenizer_model = ResolveUserPath(a.tokenizer_model);
-  if (sample_run) {
+  if (a.sample_run) {
     absl::StatusOr<std::string> corpus = FindRunfile(argv0, kSampleCorpus);
     if (!corpus.ok()) return corpus.status();
     const std::string folder = ResolveUserPath(kSampleFolder);
@@ -208,25 +244,16 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
     data_prefix = sample->data_prefix;
     tokenizer_model = sample->tokenizer_model;
   }
-  int64_t vocab_size = a.vocab_size;
+  int64_t vocab_size = *known_vocab;
   int64_t eod = -1;
   if (!tokenizer_model.empty()) {
     auto tokenizer = data::LoadTokenizer(tokenizer_model);
     if (!tokenizer.ok()) return tokenizer.status();
-    if (a.vocab_size != 0 && a.vocab_size != (*tokenizer)->vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--vocab-size=", a.vocab_size, " differs from the ", (*tokenizer)->vocab_size(),
-          " pieces of --tokenizer-model=", tokenizer_model, ": drop --vocab-size"));
-    }
     vocab_size = (*tokenizer)->vocab_size();
     eod = (*tokenizer)->eod_id();
   }
-  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, vocab_size);
+  config = ModelConfig(a, vocab_size);
   if (!config.ok()) return config.status();
-  if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
-      !status.ok()) {
-    return status;
-  }
   log.Info(gpt2::FormatSummary(*config, gpt2::Summarize(*config)));
 
   GptDataOptions data_options;
@@ -313,18 +340,28 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
     state.skipped = skipped && skipped->is_int() ? skipped->as_int() : 0;
     log.Info(absl::StrFormat("> resumed from %s at iteration %d (%d samples consumed)", a.load,
                              state.iteration, state.consumed_samples));
+    const Value* fingerprint = saved.Find("data_fingerprint");
+    const std::string now = absl::StrFormat("%016x", (*data)->indexed().Fingerprint());
+    if (fingerprint != nullptr && fingerprint->is_string() && fingerprint->as_string() != now) {
+      log.Info(
+          absl::StrCat("> warning: the checkpoint was trained on other data (index "
+                       "fingerprint ",
+                       fingerprint->as_string(), ", now ", now,
+                       "): the data stream continues at the same position of this data"));
+    }
   }
 
   const int64_t global_batch = a.batch_size * engine_options.stage_map.num_replicas();
   const double flops_per_iteration = gpt2::TrainingFlopsPerIteration(*config, global_batch);
   const double tokens_per_iteration =
       static_cast<double>(global_batch) * static_cast<double>(config->seq_length);
-  std::optional<double> peak = a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops)
-                                                 : std::nullopt;  // CPU: not in the table.
+  const std::string device_name = DeviceName(engine_options.device);
+  const std::optional<double> peak =
+      a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops) : PeakTflops(device_name);
   log.Info(
       absl::StrFormat("> training %s for %d iterations on %s (%s), global batch %d x %d tokens, "
                       "%.3g GFLOP per iteration (Megatron's formula)",
-                      a.preset, a.train_iters, device, c10::toString(engine_options.dtype),
+                      a.preset, a.train_iters, device_name, c10::toString(engine_options.dtype),
                       global_batch, config->seq_length, flops_per_iteration / 1e9));
 
   if (a.eval_interval > 0 && state.iteration == 0) {
@@ -336,15 +373,20 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
   double loss_sum = 0;
   int64_t loss_count = 0;
   double last_grad_norm = 0;
-  auto interval_start = std::chrono::steady_clock::now();
+  // Time spent in steps since the last log line (evaluations and checkpoints left out).
+  double interval_seconds = 0;
   int64_t interval_steps = 0;
   bool saved_last = false;
+  const int64_t first_iteration = state.iteration;
   while (state.iteration < a.train_iters) {
+    const auto step_start = std::chrono::steady_clock::now();
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
     absl::StatusOr<varuna::TensorMap> batch = (*data)->TrainBatch(state.consumed_samples);
     if (!batch.ok()) return batch.status();
     absl::StatusOr<varuna::StepResult> result = engine.step(*batch);
     if (!result.ok()) return result.status();
+    interval_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     ++state.iteration;
     ++interval_steps;
     state.consumed_samples += global_batch;
@@ -360,9 +402,7 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
     }
 
     if (state.iteration % a.log_interval == 0) {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_start).count() /
-          static_cast<double>(interval_steps);
+      const double seconds = interval_seconds / static_cast<double>(interval_steps);
       const Throughput throughput =
           MeasureThroughput(flops_per_iteration, tokens_per_iteration, seconds, peak);
       StepRecord record;
@@ -371,7 +411,8 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
       record.consumed_samples = state.consumed_samples;
       record.ms_per_iteration = seconds * 1e3;
       record.lr = engine.optimizer().options().lr;
-      record.loss = loss_count > 0 ? loss_sum / static_cast<double>(loss_count) : 0;
+      record.loss = loss_count > 0 ? loss_sum / static_cast<double>(loss_count)
+                                   : std::numeric_limits<double>::quiet_NaN();
       record.loss_scale = engine.loss_scale();
       record.grad_norm = last_grad_norm;
       record.skipped = state.skipped;
@@ -382,19 +423,17 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
       loss_sum = 0;
       loss_count = 0;
       interval_steps = 0;
-      interval_start = std::chrono::steady_clock::now();
+      interval_seconds = 0;
     }
     if (a.eval_interval > 0 && state.iteration % a.eval_interval == 0 &&
         state.iteration < a.train_iters) {
       absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
       if (!loss.ok()) return loss.status();
       log.Eval({state.iteration, "validation", *loss});
-      interval_start = std::chrono::steady_clock::now();  // Keep evaluation out of ms/iter.
     }
     if (!a.save.empty() && a.save_interval > 0 && state.iteration % a.save_interval == 0) {
       if (absl::Status s = Save(engine, a, state, model_json, **data, log); !s.ok()) return s;
       saved_last = true;
-      interval_start = std::chrono::steady_clock::now();
     }
     if (a.exit_interval > 0 && state.iteration % a.exit_interval == 0) {
       log.Info(absl::StrFormat("exiting at iteration %d (--exit-interval=%d)", state.iteration,
@@ -403,7 +442,8 @@ absl::Status Run(TrainerArguments a, const std::string& argv0) {
     }
   }
 
-  if (!a.save.empty() && !saved_last) {
+  // A run that took no step (resumed at or past --train-iters) rewrites nothing.
+  if (!a.save.empty() && !saved_last && state.iteration > first_iteration) {
     if (absl::Status s = Save(engine, a, state, model_json, **data, log); !s.ok()) return s;
   }
   if (a.eval_interval > 0) {
@@ -437,7 +477,13 @@ int main(int argc, char** argv) {
         arguments->help.c_str());
     return 0;
   }
-  if (absl::Status status = trainer::Run(*arguments, argv[0]); !status.ok()) {
+  absl::Status status;
+  try {
+    status = trainer::Run(*arguments, argv[0]);
+  } catch (const std::exception& e) {  // LibTorch reports, e.g., CUDA out of memory this way.
+    status = absl::InternalError(e.what());
+  }
+  if (!status.ok()) {
     std::fprintf(stderr, "pretrain_gpt2: error: %s\n", std::string(status.message()).c_str());
     return 1;
   }

@@ -6,7 +6,7 @@
 // "engine": the optimizer step count, the loss scaler's state and the CPU RNG state; under
 // "trainer": the caller's state.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 
 #include <cstring>
 #include <map>
@@ -22,24 +22,27 @@
 namespace varuna {
 namespace {
 
-std::string CpuRngState() {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+// The state of `device`'s default generator (CPU: the Mersenne Twister; CUDA: seed and
+// offset), as hex.
+std::string RngState(const c10::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   const at::Tensor state = generator.get_state().contiguous();
   return absl::BytesToHexString(absl::string_view(static_cast<const char*>(state.data_ptr()),
                                                   static_cast<size_t>(state.numel())));
 }
 
-absl::Status SetCpuRngState(const std::string& hex) {
+absl::Status SetRngState(const c10::Device& device, const std::string& hex) {
   const std::string bytes = absl::HexStringToBytes(hex);
   at::Tensor state = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Generator generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   try {
     generator.set_state(state);
   } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat("the saved CPU RNG state is invalid: ", e.what()));
+    return absl::DataLossError(
+        absl::StrCat("the saved RNG state of ", device.str(), " is invalid: ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -64,11 +67,13 @@ absl::Status Varuna::checkpoint(const std::string& save_dir, int64_t iteration,
   scaler_json.Set("scale", scaler.scale);
   scaler_json.Set("growth_count", scaler.growth_count);
   scaler_json.Set("hysteresis_left", scaler.hysteresis_left);
+  scaler_json.Set("dynamic_fp16", options_.dtype == c10::kHalf && scaler_->dynamic());
   json::Value engine = json::Value::MakeObject();
   engine.Set("num_segments", model_->num_segments());
   engine.Set("optimizer_steps", optimizer_->step_count());
   engine.Set("loss_scaler", std::move(scaler_json));
-  engine.Set("cpu_rng_state", CpuRngState());
+  engine.Set("cpu_rng_state", RngState(c10::Device(c10::kCPU)));
+  if (options_.device.is_cuda()) engine.Set("cuda_rng_state", RngState(options_.device));
   data.metadata = json::Value::MakeObject();
   data.metadata.Set("engine", std::move(engine));
   data.metadata.Set("trainer", trainer_state);
@@ -136,20 +141,36 @@ absl::StatusOr<Varuna::Loaded> Varuna::load_checkpoint(const std::string& load_d
       }
     }
   }
-  // The RNG state is the one thing left that can be rejected: restore it first.
-  if (absl::Status status = SetCpuRngState(rng->as_string()); !status.ok()) return status;
+  // The RNG states are the one thing left that can be rejected: restore them first. A CUDA
+  // state is restored only onto a CUDA device (a run resumed on another device type draws
+  // its dropout from a fresh generator there).
+  if (absl::Status status = SetRngState(c10::Device(c10::kCPU), rng->as_string()); !status.ok()) {
+    return status;
+  }
+  const json::Value* cuda_rng = engine->Find("cuda_rng_state");
+  if (options_.device.is_cuda() && cuda_rng != nullptr && cuda_rng->is_string()) {
+    if (absl::Status status = SetRngState(options_.device, cuda_rng->as_string()); !status.ok()) {
+      return status;
+    }
+  }
   for (size_t i = 0; i < optimizer_->parameters().size(); ++i) {
     if (absl::Status status = optimizer_->LoadStateOf(i, find); !status.ok()) return status;
   }
   optimizer_->set_step_count(steps->as_int());
-  LossScaler::State state;
-  const json::Value* scale = scaler->Find("scale");
-  const json::Value* growth = scaler->Find("growth_count");
-  const json::Value* hysteresis = scaler->Find("hysteresis_left");
-  if (scale && scale->is_number()) state.scale = scale->as_double();
-  if (growth && growth->is_int()) state.growth_count = growth->as_int();
-  if (hysteresis && hysteresis->is_int()) state.hysteresis_left = hysteresis->as_int();
-  scaler_->set_state(state);
+  // The saved scale continues only from dynamic fp16 to dynamic fp16; otherwise (fp32 or bf16
+  // on either side, a static --loss-scale now) the scale set_optimizer chose stands.
+  const json::Value* saved_dynamic = scaler->Find("dynamic_fp16");
+  if (options_.dtype == c10::kHalf && scaler_->dynamic() && saved_dynamic != nullptr &&
+      saved_dynamic->is_bool() && saved_dynamic->as_bool()) {
+    LossScaler::State state = scaler_->state();
+    const json::Value* scale = scaler->Find("scale");
+    const json::Value* growth = scaler->Find("growth_count");
+    const json::Value* hysteresis = scaler->Find("hysteresis_left");
+    if (scale && scale->is_number()) state.scale = scale->as_double();
+    if (growth && growth->is_int()) state.growth_count = growth->as_int();
+    if (hysteresis && hysteresis->is_int()) state.hysteresis_left = hysteresis->as_int();
+    scaler_->set_state(state);
+  }
   return Loaded{*iteration, *trainer, note};
 }
 

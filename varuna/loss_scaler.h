@@ -49,13 +49,15 @@ class LossScaler {
       }
       return;
     }
-    if (++growth_count_ == options_.growth_interval) {
+    if (++growth_count_ >= options_.growth_interval) {
       growth_count_ = 0;
       hysteresis_left_ = options_.hysteresis;
       scale_ = scale_ * options_.growth_factor;
       if (scale_ > options_.max_scale) scale_ = options_.max_scale;
     }
   }
+
+  bool dynamic() const { return options_.dynamic; }
 
   // The state that a checkpoint saves, and its restore.
   struct State {

@@ -71,6 +71,15 @@ class StageModule : public torch::nn::Module {
 
   // Whether weight decay applies to the named parameter (not to biases or LayerNorm).
   virtual bool DecaysWeight(const std::string& parameter_name) const = 0;
+
+  // How much a micro-batch counts in the batch's loss: the loss of a batch split into
+  // micro-batches is the mean of their losses weighted by this, so that it equals the loss of
+  // the whole batch at once. The default is the number of examples (for a loss that is a mean
+  // over examples); a loss that is a mean over unmasked tokens returns their count. Must be
+  // computable from the inputs on every stage.
+  virtual double LossWeight(const TensorMap& micro_batch) const {
+    return micro_batch.empty() ? 0.0 : static_cast<double>(micro_batch.begin()->second.size(0));
+  }
 };
 
 // Builds the StageModule of a segment range. Called once per rank with the rank's range.

@@ -109,13 +109,13 @@ absl::Status Varuna::set_optimizer(std::unique_ptr<Adam> optimizer,
 }
 
 absl::StatusOr<std::vector<TensorMap>> Varuna::SplitBatch(const TensorMap& inputs, int64_t examples,
-                                                          int64_t chunk) const {
+                                                          int64_t chunk, const char* what) const {
   if (inputs.empty()) return absl::InvalidArgumentError("the batch has no input tensors");
   for (const auto& [name, tensor] : inputs) {
     if (!tensor.defined() || tensor.dim() == 0 || tensor.size(0) != examples) {
       return absl::InvalidArgumentError(absl::StrCat(
           "input \"", name, "\" has ", tensor.defined() && tensor.dim() > 0 ? tensor.size(0) : 0,
-          " examples in dimension 0; the step expects ", examples, " (--batch-size)"));
+          " examples in dimension 0; expected ", examples, what));
     }
   }
   std::vector<TensorMap> micro_batches;
@@ -128,6 +128,23 @@ absl::StatusOr<std::vector<TensorMap>> Varuna::SplitBatch(const TensorMap& input
     micro_batches.push_back(std::move(micro));
   }
   return micro_batches;
+}
+
+absl::StatusOr<std::vector<double>> Varuna::LossWeights(
+    const std::vector<TensorMap>& micro_batches) const {
+  std::vector<double> weights;
+  double total = 0;
+  for (const TensorMap& micro : micro_batches) {
+    weights.push_back(model_->LossWeight(micro));
+    total += weights.back();
+  }
+  if (!(total > 0)) {
+    return absl::InvalidArgumentError(
+        "nothing in the batch counts towards the loss (its loss weight, e.g. the sum of the "
+        "loss mask, is 0)");
+  }
+  for (double& weight : weights) weight /= total;
+  return weights;
 }
 
 double Varuna::GatherMasterGrads(double scale) {
@@ -168,18 +185,21 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs) {
   }
   const int64_t examples = options_.batch_size;
   const int64_t chunk = options_.chunk_size > 0 ? options_.chunk_size : examples;
-  absl::StatusOr<std::vector<TensorMap>> micro_batches = SplitBatch(inputs, examples, chunk);
+  absl::StatusOr<std::vector<TensorMap>> micro_batches =
+      SplitBatch(inputs, examples, chunk, " (--batch-size)");
   if (!micro_batches.ok()) return micro_batches.status();
 
   StepResult result;
   result.loss_scale = scaler_->scale();
   model_->train();
   ZeroModelGrads();
+  absl::StatusOr<std::vector<double>> weights = LossWeights(*micro_batches);
+  if (!weights.ok()) return weights.status();
   double loss_sum = 0;
-  for (const TensorMap& micro : *micro_batches) {
-    const double weight =
-        static_cast<double>(micro.begin()->second.size(0)) / static_cast<double>(examples);
-    at::Tensor loss = model_->Forward(at::Tensor(), micro);
+  for (size_t i = 0; i < micro_batches->size(); ++i) {
+    const double weight = (*weights)[i];
+    if (weight == 0) continue;  // Nothing in it counts (e.g. every token masked).
+    at::Tensor loss = model_->Forward(at::Tensor(), (*micro_batches)[i]);
     (loss.to(at::kFloat) * (weight * result.loss_scale)).backward();
     loss_sum += weight * loss.detach().to(at::kDouble).item<double>();
   }
@@ -210,15 +230,18 @@ absl::StatusOr<double> Varuna::evaluate(const TensorMap& inputs) {
                                : 0;
   if (examples == 0) return absl::InvalidArgumentError("the evaluation batch is empty");
   const int64_t chunk = options_.chunk_size > 0 ? options_.chunk_size : options_.batch_size;
-  absl::StatusOr<std::vector<TensorMap>> micro_batches = SplitBatch(inputs, examples, chunk);
+  absl::StatusOr<std::vector<TensorMap>> micro_batches =
+      SplitBatch(inputs, examples, chunk, ", as the batch's first input");
   if (!micro_batches.ok()) return micro_batches.status();
   at::NoGradGuard no_grad;
   model_->eval();
+  absl::StatusOr<std::vector<double>> weights = LossWeights(*micro_batches);
+  if (!weights.ok()) return weights.status();
   double loss_sum = 0;
-  for (const TensorMap& micro : *micro_batches) {
-    const double weight =
-        static_cast<double>(micro.begin()->second.size(0)) / static_cast<double>(examples);
-    loss_sum += weight * model_->Forward(at::Tensor(), micro).to(at::kDouble).item<double>();
+  for (size_t i = 0; i < micro_batches->size(); ++i) {
+    if ((*weights)[i] == 0) continue;
+    loss_sum += (*weights)[i] *
+                model_->Forward(at::Tensor(), (*micro_batches)[i]).to(at::kDouble).item<double>();
   }
   model_->train();
   return loss_sum;

@@ -16,8 +16,9 @@
 // pipeline engine keeps.
 //
 // step() returns what one process running the whole batch at once would compute: the loss is
-// the mean of the micro-batch losses weighted by their number of examples (so a short last
-// micro-batch counts for what it holds), and the gradient is that mean's gradient.
+// the mean of the micro-batch losses weighted by StageModule::LossWeight (their number of
+// examples, or of unmasked tokens for GPT-2, so a short last micro-batch counts for what it
+// holds), and the gradient is that mean's gradient.
 //
 // Thread safety: none; one thread drives an engine.
 #ifndef VARUNA_VARUNA_H_
@@ -131,8 +132,13 @@ class Varuna {
  private:
   Varuna(const VarunaOptions& options, std::shared_ptr<StageModule> model);
 
+  // Splits every input into micro-batches of `chunk` examples along dimension 0; every input
+  // must hold `examples` ("expected N" + `what` otherwise).
   absl::StatusOr<std::vector<TensorMap>> SplitBatch(const TensorMap& inputs, int64_t examples,
-                                                    int64_t chunk) const;
+                                                    int64_t chunk, const char* what) const;
+  // Each micro-batch's share of the batch loss (StageModule::LossWeight, normalised).
+  absl::StatusOr<std::vector<double>> LossWeights(
+      const std::vector<TensorMap>& micro_batches) const;
   // Copies the model's gradients into the optimizer's fp32 master gradients, divided by
   // `scale`, summing the gradients of tied pairs. Returns the squared global norm.
   double GatherMasterGrads(double scale);

@@ -168,6 +168,10 @@ int Gpt2Stage::SegmentOf(const std::string& parameter_name) const {
   return SegmentOfParameter(config_, parameter_name);
 }
 
+double Gpt2Stage::LossWeight(const varuna::TensorMap& micro_batch) const {
+  return micro_batch.at("loss_mask").sum().item<double>();
+}
+
 bool Gpt2Stage::DecaysWeight(const std::string& parameter_name) const {
   return gpt2::DecaysWeight(parameter_name);
 }

@@ -76,6 +76,8 @@ class Gpt2Stage : public varuna::StageModule {
 
   // False for biases and LayerNorm weights, true otherwise (parameter_names.h).
   bool DecaysWeight(const std::string& parameter_name) const override;
+  // The number of tokens the loss counts: the sum of "loss_mask" (the loss is their mean).
+  double LossWeight(const varuna::TensorMap& micro_batch) const override;
 
   // All L - 1 cut points of the full model (index k follows layer k). Forward applies those
   // inside segments(): k in [first, min(last, L - 2)]. Observers set here see the activation

@@ -175,7 +175,7 @@ TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
   Result first = Run(Plus(common, {"--save=" + ckpt, "--exit-interval=5"}), "first");
   ASSERT_EQ(first.exit.code, 0) << Describe(first);
   ASSERT_TRUE(fs::exists(ckpt + "/varuna_ckpt_5"));
-  Result second = Run(Plus(common, {"--load=" + ckpt}), "second");
+  Result second = Run(Plus(common, {"--load=" + ckpt, "--save=" + ckpt}), "second");
   ASSERT_EQ(second.exit.code, 0) << Describe(second);
   EXPECT_THAT(second.exit.output, HasSubstr("resumed from"));
 
@@ -185,6 +185,18 @@ TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
   ASSERT_EQ(c.size(), 5u);
   for (int64_t i = 1; i <= 5; ++i) EXPECT_EQ(a.at(i), b.at(i)) << "iteration " << i;
   for (int64_t i = 6; i <= 10; ++i) EXPECT_EQ(a.at(i), c.at(i)) << "iteration " << i;
+
+  // Resuming a finished run takes no step and rewrites nothing: the tracker still names 10.
+  std::ifstream tracker_before(ckpt + "/latest_checkpointed_iteration.txt");
+  std::string before((std::istreambuf_iterator<char>(tracker_before)), {});
+  Result again =
+      Run(Plus(common, {"--load=" + ckpt, "--resume_step=5", "--train-iters=5", "--save=" + ckpt}),
+          "again");
+  ASSERT_EQ(again.exit.code, 0) << Describe(again);
+  std::ifstream tracker_after(ckpt + "/latest_checkpointed_iteration.txt");
+  std::string after((std::istreambuf_iterator<char>(tracker_after)), {});
+  EXPECT_EQ(after, before);
+  EXPECT_THAT(before, HasSubstr("10"));
 }
 
 TEST_F(PretrainGpt2Test, RefusesACheckpointOfAnotherModel) {
@@ -217,6 +229,8 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--tokenizer-model=" + dir_ + "/none.model"}, 1, dir_ + "/none.model"},
       {{"--split=a,b"}, 1, "--split"},
       {{"--device=tpu"}, 2, "--device=tpu is not a device"},
+      {{"--resume_step=3"}, 2, "--resume_step=3 needs --load=DIR"},
+      {{"--load=" + dir_ + "/no_checkpoints"}, 1, dir_ + "/no_checkpoints"},
   };
   std::vector<std::string> files_before;
   for (const auto& entry : fs::directory_iterator(dir_)) files_before.push_back(entry.path());

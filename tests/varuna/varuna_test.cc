@@ -50,6 +50,21 @@ class ToyStage : public StageModule {
   at::Tensor embed_, bias_, head_;
 };
 
+// The loss is a mean over the examples whose "mask" is 1, as GPT-2's over unmasked tokens.
+class MaskedToyStage : public ToyStage {
+ public:
+  using ToyStage::ToyStage;
+  at::Tensor Forward(const at::Tensor& activation, const TensorMap& in) override {
+    TensorMap ones = in;
+    ones["scale"] = in.at("mask");
+    const double n = static_cast<double>(in.at("mask").size(0));
+    return ToyStage::Forward(activation, ones) * n / in.at("mask").sum();
+  }
+  double LossWeight(const TensorMap& in) const override {
+    return in.at("mask").sum().item<double>();
+  }
+};
+
 StageBuilder Builder() {
   return [](SegmentRange r) { return std::make_shared<ToyStage>(r); };
 }
@@ -101,6 +116,31 @@ TEST_F(VarunaTest, MicroBatchesComputeTheWholeBatch) {
   for (const char* name : {"embed", "bias", "head"}) {
     EXPECT_TRUE(torch::allclose(Param(*whole, name), Param(*split, name), 1e-5, 1e-6)) << name;
   }
+}
+
+// Micro-batches with different numbers of counted examples still give the whole batch's loss.
+TEST_F(VarunaTest, MicroBatchesAreWeightedByTheirLossWeight) {
+  auto make = [](int chunk) {
+    VarunaOptions options;
+    options.batch_size = 6;
+    options.chunk_size = chunk;
+    auto engine = *Varuna::Create(
+        [](SegmentRange r) { return std::make_shared<MaskedToyStage>(r); }, 2, options);
+    EXPECT_TRUE(
+        engine->set_optimizer(std::make_unique<Adam>(engine->parameters(), AdamOptions()), {})
+            .ok());
+    return engine;
+  };
+  auto whole = make(0);
+  auto split = make(2);
+  TensorMap batch = Batch(6, 5);
+  batch["mask"] = torch::tensor({1.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.0f});  // 3, 1 and 0 counted.
+  StepResult a = *whole->step(batch);
+  StepResult b = *split->step(batch);
+  EXPECT_NEAR(a.loss, b.loss, 1e-6);
+  EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-6);
+  batch["mask"].zero_();
+  EXPECT_EQ(split->step(batch).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(VarunaTest, LossIsTheBatchMeanAndFalls) {
@@ -205,14 +245,54 @@ TEST_F(VarunaTest, CheckpointRestoresTheRun) {
   EXPECT_TRUE(torch::equal(Param(*straight, "embed"), Param(*resumed, "embed")));
 }
 
+// The loss scale continues from a dynamic fp16 checkpoint into a dynamic fp16 run, and only
+// then; an fp32 checkpoint resumed in fp16 starts from the initial scale.
+TEST_F(VarunaTest, LossScaleResumesOnlyFromFp16ToFp16) {
+  const std::string dir = ::testing::TempDir() + "/varuna_test_scale";
+  std::filesystem::remove_all(dir);
+  auto make = [](c10::ScalarType dtype) {
+    VarunaOptions options;
+    options.batch_size = 4;
+    options.dtype = dtype;
+    auto engine = *Varuna::Create(Builder(), 2, options);
+    LossScalerOptions scaling;
+    scaling.initial_scale = 1024;
+    scaling.hysteresis = 1;
+    EXPECT_TRUE(
+        engine->set_optimizer(std::make_unique<Adam>(engine->parameters(), AdamOptions()), scaling)
+            .ok());
+    return engine;
+  };
+  auto fp16 = make(c10::kHalf);
+  TensorMap poisoned = Batch(4, 1);
+  poisoned["scale"][0] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(fp16->step(poisoned)->overflow);
+  ASSERT_EQ(fp16->loss_scale(), 512);
+  ASSERT_TRUE(fp16->checkpoint(dir, 1, json::Value::MakeObject()).ok());
+  auto resumed = make(c10::kHalf);
+  ASSERT_TRUE(resumed->load_checkpoint(dir, 1).ok());
+  EXPECT_EQ(resumed->loss_scale(), 512);
+
+  auto fp32 = make(c10::kFloat);
+  ASSERT_TRUE(fp32->step(Batch(4, 2)).ok());
+  ASSERT_TRUE(fp32->checkpoint(dir, 2, json::Value::MakeObject()).ok());
+  auto to_fp16 = make(c10::kHalf);
+  ASSERT_TRUE(to_fp16->load_checkpoint(dir, 2).ok());
+  EXPECT_EQ(to_fp16->loss_scale(), 1024);
+  auto to_fp32 = make(c10::kFloat);
+  ASSERT_TRUE(to_fp32->load_checkpoint(dir, 1).ok());  // From the fp16 checkpoint.
+  EXPECT_EQ(to_fp32->loss_scale(), 1);
+}
+
 TEST_F(VarunaTest, RefusesBadInputsAndLayouts) {
   auto engine = Make(4, 2);
   TensorMap wrong = Batch(4, 0);
   wrong["labels"] = torch::zeros({3}, torch::kLong);
   absl::StatusOr<StepResult> r = engine->step(wrong);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr("input \"labels\" has 3 examples in dimension 0; the step expects 4"));
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      HasSubstr("input \"labels\" has 3 examples in dimension 0; expected 4 (--batch-size)"));
 
   VarunaOptions two_stages;
   two_stages.stage_map = *StageMap::Parse("0;1;");
