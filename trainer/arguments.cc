@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/flags.h"
 #include "trainer/lr_schedule.h"
+#include "varuna/schedule.h"
 
 namespace trainer {
 namespace {
@@ -72,6 +73,9 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("local_rank", &a.local_rank, "rank on this node (-1: from LOCAL_RANK, else 0)");
   p.Add("resume_step", &a.resume_step, "resume from this checkpoint iteration (-1: newest)");
   p.Add("profiling", &a.profiling, "Varuna's profile mode");
+  p.Add("schedule", &a.schedule, "pipeline schedule: varuna, gpipe or 1f1b");
+  p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
+        "how long a rank waits for the others (joining, any transfer) before failing");
 }
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
@@ -155,6 +159,14 @@ absl::Status Validate(const TrainerArguments& a) {
     return Invalid(absl::StrCat("--chunk_size=", a.chunk_size,
                                 " must be between 1 and --batch-size=", a.batch_size,
                                 " (or 0 for one micro-batch)"));
+  }
+  if (absl::StatusOr<varuna::ScheduleKind> kind = varuna::ParseScheduleKind(a.schedule);
+      !kind.ok()) {
+    return kind.status();
+  }
+  if (a.distributed_timeout_minutes < 1) {
+    return Invalid(absl::StrCat("--distributed-timeout-minutes=", a.distributed_timeout_minutes,
+                                " must be at least 1"));
   }
   if (a.resume_step >= 0 && a.load.empty()) {
     return Invalid(absl::StrCat("--resume_step=", a.resume_step,

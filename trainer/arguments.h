@@ -77,6 +77,8 @@ struct TrainerArguments {
   int local_rank = -1;
   int64_t resume_step = -1;
   bool profiling = false;
+  std::string schedule = "varuna";  // varuna, gpipe or 1f1b
+  int distributed_timeout_minutes = 10;
 
   // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments
   // applies to the flags not given (see README).

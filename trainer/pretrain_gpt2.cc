@@ -38,7 +38,9 @@
 #include "trainer/throughput.h"
 #include "trainer/training_log.h"
 #include "varuna/checkpoint_files.h"
+#include "varuna/comm/world.h"
 #include "varuna/json.h"
+#include "varuna/schedule.h"
 #include "varuna/varuna.h"
 
 namespace trainer {
@@ -140,11 +142,6 @@ absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const Train
 // The engine's options from the flags and the environment (RANK, LOCAL_RANK).
 absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   varuna::VarunaOptions options;
-  if (!a.stage_to_rank_map.empty()) {
-    absl::StatusOr<varuna::StageMap> map = varuna::StageMap::Parse(a.stage_to_rank_map);
-    if (!map.ok()) return map.status();
-    options.stage_map = *map;
-  }
   auto from_env = [](int flag, const char* name) -> absl::StatusOr<int> {
     if (flag >= 0) return flag;
     const char* text = std::getenv(name);
@@ -159,6 +156,23 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   if (!rank.ok()) return rank.status();
   absl::StatusOr<int> local_rank = from_env(a.local_rank, "LOCAL_RANK");
   if (!local_rank.ok()) return local_rank.status();
+  absl::StatusOr<int> world_size = from_env(-1, "WORLD_SIZE");
+  if (!world_size.ok()) return world_size.status();
+  if (!a.stage_to_rank_map.empty()) {
+    absl::StatusOr<varuna::StageMap> map = varuna::StageMap::Parse(a.stage_to_rank_map);
+    if (!map.ok()) return map.status();
+    options.stage_map = *map;
+    if (*world_size > 0 && *world_size != map->world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", map->world_size(),
+          " ranks but WORLD_SIZE=", *world_size, ": start as many processes as the map has"));
+    }
+  } else if (*world_size > 1) {
+    options.stage_map = varuna::StageMap::Uniform(1, *world_size);  // Data parallel only.
+  }
+  absl::StatusOr<varuna::ScheduleKind> schedule = varuna::ParseScheduleKind(a.schedule);
+  if (!schedule.ok()) return schedule.status();
+  options.schedule = *schedule;
   options.rank = *rank;
   options.batch_size = a.batch_size;
   options.chunk_size = a.chunk_size;
@@ -204,10 +218,16 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   }
   absl::StatusOr<varuna::VarunaOptions> engine_options_or = EngineOptions(a);
   if (!engine_options_or.ok()) return engine_options_or.status();
-  const varuna::VarunaOptions& engine_options = *engine_options_or;
+  varuna::VarunaOptions& engine_options = *engine_options_or;
   if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
       !status.ok()) {
     return status;
+  }
+  const int world_size = engine_options.stage_map.world_size();
+  if (world_size > 1 && (!a.save.empty() || !a.load.empty())) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--save and --load need one process in this build (this job has ", world_size,
+        "): checkpoints of multi-process runs come with the sharded checkpoint writer"));
   }
   if (!a.load.empty()) {
     const std::string load = ResolveUserPath(a.load);
@@ -224,8 +244,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
       std::filesystem::remove(ResolveUserPath(a.metrics_file), ignored);
     }
   }
-  absl::StatusOr<std::unique_ptr<TrainingLog>> log_or =
-      TrainingLog::Open(stdout, ResolveUserPath(a.metrics_file));
+  const bool rank0 = engine_options.rank == 0;
+  absl::StatusOr<std::unique_ptr<TrainingLog>> log_or = TrainingLog::Open(
+      rank0 ? stdout : nullptr, rank0 ? ResolveUserPath(a.metrics_file) : std::string());
   if (!log_or.ok()) return log_or.status();
   TrainingLog& log = **log_or;
 
@@ -238,11 +259,41 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     const std::string folder = ResolveUserPath(kSampleFolder);
     log.Info(absl::StrCat("> sample run: no --data-path given, so training ", a.preset,
                           " on the bundled corpus; outputs in ", folder));
-    absl::StatusOr<SampleCorpus> sample = PrepareSampleCorpus(
-        *corpus, folder, kSampleVocabSize, [&log](const std::string& line) { log.Info(line); });
+    // Rank 0 prepares the corpus before it joins the job; the others wait for it in Join.
+    absl::StatusOr<SampleCorpus> sample =
+        rank0 ? PrepareSampleCorpus(*corpus, folder, kSampleVocabSize,
+                                    [&log](const std::string& line) { log.Info(line); })
+              : SampleCorpusPaths(folder);
     if (!sample.ok()) return sample.status();
     data_prefix = sample->data_prefix;
     tokenizer_model = sample->tokenizer_model;
+  }
+  std::unique_ptr<varuna::comm::World> world;
+  if (world_size > 1) {
+    varuna::comm::WorldOptions options;
+    options.rank = engine_options.rank;
+    options.world_size = world_size;
+    if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr) {
+      options.master_addr = addr;
+    }
+    if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port) {
+      if (!absl::SimpleAtoi(port, &options.master_port)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the environment variable MASTER_PORT=\"", port, "\" is not a port"));
+      }
+    }
+    options.backend = varuna::comm::Backend::kGloo;  // The world group agrees on CPU values.
+    options.timeout = std::chrono::minutes(a.distributed_timeout_minutes);
+    options.cuda_device = engine_options.device.is_cuda() ? engine_options.device.index() : 0;
+    absl::StatusOr<std::unique_ptr<varuna::comm::World>> joined =
+        varuna::comm::World::Join(options);
+    if (!joined.ok()) return joined.status();
+    world = std::move(*joined);
+    engine_options.world = world.get();
+    log.Info(absl::StrFormat("> joined a job of %d processes: %d stages x %d replicas (%s)",
+                             world_size, engine_options.stage_map.num_stages(),
+                             engine_options.stage_map.num_replicas(),
+                             engine_options.stage_map.ToString()));
   }
   int64_t vocab_size = *known_vocab;
   int64_t eod = -1;
@@ -264,6 +315,8 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   data_options.seed = static_cast<uint32_t>(a.seed);
   data_options.cache_dir = ResolveUserPath(a.data_cache_path);
   data_options.batch_size = a.batch_size;
+  data_options.dp_rank = engine_options.stage_map.Position(engine_options.rank).replica;
+  data_options.dp_size = engine_options.stage_map.num_replicas();
   data_options.train_iters = a.train_iters;
   data_options.eval_iters = a.eval_interval > 0 ? a.eval_iters : 0;
   data_options.batch.eod_token = eod;

@@ -21,6 +21,13 @@ bool Exists(const std::string& path) { return ::access(path.c_str(), R_OK) == 0;
 
 }  // namespace
 
+absl::StatusOr<SampleCorpus> SampleCorpusPaths(const std::string& out_dir) {
+  SampleCorpus out;
+  out.tokenizer_model = out_dir + "/fortunes_spm.model";
+  out.data_prefix = data::DatasetPrefix(out_dir + "/fortunes", "text");
+  return out;
+}
+
 absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     const std::string& corpus_jsonl, const std::string& out_dir, int vocab_size,
     const std::function<void(const std::string&)>& info) {
@@ -28,11 +35,9 @@ absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     return absl::PermissionDeniedError(absl::StrCat("cannot create the sample run's folder ",
                                                     out_dir, ": ", std::strerror(errno)));
   }
-  SampleCorpus out;
+  SampleCorpus out = *SampleCorpusPaths(out_dir);
   const std::string model_prefix = out_dir + "/fortunes_spm";
-  out.tokenizer_model = model_prefix + ".model";
   const std::string output_prefix = out_dir + "/fortunes";
-  out.data_prefix = data::DatasetPrefix(output_prefix, "text");
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   if (!Exists(out.tokenizer_model)) {

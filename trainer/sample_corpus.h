@@ -23,6 +23,10 @@ absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     const std::string& corpus_jsonl, const std::string& out_dir, int vocab_size,
     const std::function<void(const std::string&)>& info);
 
+// The paths PrepareSampleCorpus(..., out_dir, ...) uses, without building anything (for the
+// ranks that wait while rank 0 prepares them).
+absl::StatusOr<SampleCorpus> SampleCorpusPaths(const std::string& out_dir);
+
 }  // namespace trainer
 
 #endif  // VARUNA_TRAINER_SAMPLE_CORPUS_H_

@@ -78,20 +78,25 @@ void TrainingLog::WriteMetrics(const std::string& line) {
 }
 
 void TrainingLog::Step(const StepRecord& record) {
-  std::fprintf(out_, "%s\n", FormatStep(record).c_str());
-  std::fflush(out_);
+  if (out_ != nullptr) {
+    std::fprintf(out_, "%s\n", FormatStep(record).c_str());
+    std::fflush(out_);
+  }
   WriteMetrics(StepJson(record));
 }
 
 void TrainingLog::Eval(const EvalRecord& record) {
   const std::string line = FormatEval(record);
   const std::string rule(line.size(), '-');
-  std::fprintf(out_, "%s\n%s\n%s\n", rule.c_str(), line.c_str(), rule.c_str());
-  std::fflush(out_);
+  if (out_ != nullptr) {
+    std::fprintf(out_, "%s\n%s\n%s\n", rule.c_str(), line.c_str(), rule.c_str());
+    std::fflush(out_);
+  }
   WriteMetrics(EvalJson(record));
 }
 
 void TrainingLog::Info(const std::string& line) {
+  if (out_ == nullptr) return;
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
 }

@@ -49,8 +49,9 @@ struct EvalRecord {
 
 class TrainingLog {
  public:
-  // Logs to `out` (stdout normally) and, if metrics_path is not empty, appends JSON lines to
-  // that file (created if missing). Error naming --metrics-file if it cannot be opened.
+  // Logs to `out` (stdout normally; null: nowhere, as on ranks other than 0) and, if
+  // metrics_path is not empty, appends JSON lines to that file (created if missing). Error naming
+  // --metrics-file if it cannot be opened.
   static absl::StatusOr<std::unique_ptr<TrainingLog>> Open(std::FILE* out,
                                                            const std::string& metrics_path);
   ~TrainingLog();

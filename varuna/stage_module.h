@@ -18,21 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "varuna/segment_range.h"
 #include "varuna/tensor_map.h"
 
 namespace varuna {
-
-// A contiguous range of segments [first, last], both inclusive.
-struct SegmentRange {
-  int first = 0;
-  int last = 0;
-
-  int size() const { return last - first + 1; }
-  bool Contains(int segment) const { return segment >= first && segment <= last; }
-  bool operator==(const SegmentRange& other) const {
-    return first == other.first && last == other.last;
-  }
-};
 
 // Two parameters that hold the same weight in the full model (for GPT-2: the word embedding
 // on segment 0 and the LM head on the last segment). They are separate parameters, possibly on

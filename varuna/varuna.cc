@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varuna/partition.h"
 
 namespace varuna {
 namespace {
@@ -17,20 +18,31 @@ bool IsFloatingModelDtype(c10::ScalarType dtype) {
          dtype == c10::kDouble;
 }
 
+// Gradients are summed over replicas in buckets of at most this many fp32 elements.
+constexpr int64_t kBucketElements = 8 << 20;
+
 }  // namespace
 
 absl::Status Varuna::ValidateOptions(const VarunaOptions& options, int num_segments) {
   const StageMap& map = options.stage_map;
-  if (map.num_stages() != 1 || map.num_replicas() != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--stage_to_rank_map=\"", map.ToString(), "\" asks for ", map.num_stages(),
-        " pipeline stages x ", map.num_replicas(),
-        " data-parallel replicas; this build of the engine runs one stage and one replica "
-        "only: use --stage_to_rank_map=\"0;\" (or omit it)"));
+  if (num_segments < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model has ", num_segments, " segments; it needs at least 1"));
   }
-  if (options.rank != 0) {
+  if (map.num_stages() > num_segments) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stage_to_rank_map=\"", map.ToString(), "\" has ", map.num_stages(),
+                     " pipeline stages but the model has only ", num_segments,
+                     " segments (layers): use at most ", num_segments, " stages"));
+  }
+  if (options.rank < 0 || options.rank >= map.world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--rank=", options.rank,
+                                                   " is not in the stage map \"", map.ToString(),
+                                                   "\" (ranks 0..", map.world_size() - 1, ")"));
+  }
+  if (options.world != nullptr && options.world->rank() != options.rank) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--rank=", options.rank, " is not in the stage map \"", map.ToString(), "\" (rank 0)"));
+        "--rank=", options.rank, " differs from the process world's rank ", options.world->rank()));
   }
   if (options.batch_size < 1) {
     return absl::InvalidArgumentError(
@@ -46,10 +58,6 @@ absl::Status Varuna::ValidateOptions(const VarunaOptions& options, int num_segme
         absl::StrCat("model dtype ", c10::toString(options.dtype),
                      " is not supported: use float32, float16 or bfloat16"));
   }
-  if (num_segments < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the model has ", num_segments, " segments; it needs at least 1"));
-  }
   return absl::OkStatus();
 }
 
@@ -57,13 +65,37 @@ absl::StatusOr<std::unique_ptr<Varuna>> Varuna::Create(const StageBuilder& build
                                                        int num_segments,
                                                        const VarunaOptions& options) {
   if (absl::Status status = ValidateOptions(options, num_segments); !status.ok()) return status;
-  std::shared_ptr<StageModule> model = builder(SegmentRange{0, num_segments - 1});
+  const StageMap& map = options.stage_map;
+  if (map.world_size() > 1 && options.world == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stage_to_rank_map=\"", map.ToString(), "\" has ", map.world_size(),
+        " ranks: the engine needs the job's process world (start it with //varuna:launch, "
+        "or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)"));
+  }
+
+  StageGroups groups;
+  groups.position = map.Position(options.rank);
+  if (options.world != nullptr && map.world_size() > 1) {
+    absl::StatusOr<StageGroups> created =
+        CreateStageGroups(*options.world, map,
+                          options.device.is_cuda() ? comm::Backend::kNccl : comm::Backend::kGloo);
+    if (!created.ok()) return created.status();
+    groups = std::move(*created);
+  }
+  absl::StatusOr<std::vector<SegmentRange>> stages =
+      PartitionSegments(num_segments, map.num_stages());
+  if (!stages.ok()) return stages.status();
+  std::shared_ptr<StageModule> model = builder((*stages)[groups.position.stage]);
   model->to(options.device, options.dtype);
-  return std::unique_ptr<Varuna>(new Varuna(options, std::move(model)));
+  return std::unique_ptr<Varuna>(new Varuna(options, std::move(model), std::move(groups)));
 }
 
-Varuna::Varuna(const VarunaOptions& options, std::shared_ptr<StageModule> model)
-    : options_(options), model_(std::move(model)) {}
+Varuna::Varuna(const VarunaOptions& options, std::shared_ptr<StageModule> model, StageGroups groups)
+    : options_(options), model_(std::move(model)), groups_(std::move(groups)) {
+  executor_ = std::make_unique<StageExecutor>(*model_, groups_.pipeline.get(), stage(),
+                                              options_.stage_map.num_stages(), options_.device,
+                                              options_.schedule);
+}
 
 std::vector<NamedParameter> Varuna::parameters() const {
   std::vector<NamedParameter> out;
@@ -90,13 +122,25 @@ absl::Status Varuna::set_optimizer(std::unique_ptr<Adam> optimizer,
     }
   }
   tied_pairs_.clear();
+  remote_tied_.clear();
   for (const SharedWeight& shared : model_->shared_weights()) {
     std::optional<size_t> first, second;
     for (size_t i = 0; i < given.size(); ++i) {
       if (given[i].name == shared.first) first = i;
       if (given[i].name == shared.second) second = i;
     }
-    if (first && second) tied_pairs_.emplace_back(*first, *second);
+    if (first && second) {
+      tied_pairs_.emplace_back(*first, *second);
+    } else if (first || second) {
+      // The other copy lives on the other end of the pipeline; the second copy is the one
+      // left out of the norm.
+      remote_tied_.emplace_back(first ? *first : *second, second.has_value());
+    }
+  }
+  if (!remote_tied_.empty() && groups_.tied == nullptr) {
+    return absl::FailedPreconditionError(
+        "this stage holds one copy of a shared weight but there is no group to the stage "
+        "holding the other: the first and last stage must hold the two copies");
   }
   optimizer_ = std::move(optimizer);
   LossScalerOptions effective = scaling;
@@ -130,24 +174,38 @@ absl::StatusOr<std::vector<TensorMap>> Varuna::SplitBatch(const TensorMap& input
   return micro_batches;
 }
 
-absl::StatusOr<std::vector<double>> Varuna::LossWeights(
-    const std::vector<TensorMap>& micro_batches) const {
-  std::vector<double> weights;
+absl::StatusOr<Varuna::Plan> Varuna::MakePlan(const TensorMap& inputs, int64_t examples,
+                                              const char* what) {
+  const int64_t chunk = options_.chunk_size > 0 ? options_.chunk_size : options_.batch_size;
+  absl::StatusOr<std::vector<TensorMap>> micro_batches = SplitBatch(inputs, examples, chunk, what);
+  if (!micro_batches.ok()) return micro_batches.status();
+  Plan plan;
+  plan.micro_batches = std::move(*micro_batches);
   double total = 0;
-  for (const TensorMap& micro : micro_batches) {
-    weights.push_back(model_->LossWeight(micro));
-    total += weights.back();
+  for (const TensorMap& micro : plan.micro_batches) {
+    plan.weights.push_back(model_->LossWeight(micro));
+    total += plan.weights.back();
+  }
+  // Every stage of a replica sees the same inputs, so summing over the replicas of any stage
+  // gives the global batch's total on every rank.
+  if (groups_.data_parallel != nullptr) {
+    at::Tensor sum = at::full({1}, total, at::kDouble);
+    if (groups_.data_parallel->backend() == comm::Backend::kNccl) sum = sum.to(options_.device);
+    if (absl::Status status = groups_.data_parallel->AllReduceSum(sum); !status.ok()) {
+      return status;
+    }
+    total = sum.to(at::kCPU).item<double>();
   }
   if (!(total > 0)) {
     return absl::InvalidArgumentError(
         "nothing in the batch counts towards the loss (its loss weight, e.g. the sum of the "
         "loss mask, is 0)");
   }
-  for (double& weight : weights) weight /= total;
-  return weights;
+  for (double& weight : plan.weights) weight /= total;
+  return plan;
 }
 
-double Varuna::GatherMasterGrads(double scale) {
+absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
   at::NoGradGuard no_grad;
   const std::vector<NamedParameter>& params = optimizer_->parameters();
   std::vector<at::Tensor>& grads = optimizer_->MasterGrads();
@@ -165,12 +223,53 @@ double Varuna::GatherMasterGrads(double scale) {
     grads[second].copy_(grads[first]);
     duplicate[second] = true;
   }
+  for (const auto& [index, is_second] : remote_tied_) {
+    if (absl::Status status = groups_.tied->AllReduceSum(grads[index]); !status.ok()) {
+      return status;
+    }
+    duplicate[index] = is_second;
+  }
+  if (groups_.data_parallel != nullptr) {
+    // Sum over replicas, a bucket of flattened gradients at a time.
+    size_t begin = 0;
+    while (begin < grads.size()) {
+      size_t end = begin;
+      int64_t elements = 0;
+      std::vector<at::Tensor> flat;
+      while (end < grads.size() &&
+             (end == begin || elements + grads[end].numel() <= kBucketElements)) {
+        elements += grads[end].numel();
+        flat.push_back(grads[end].reshape({-1}));
+        ++end;
+      }
+      at::Tensor bucket = at::cat(flat);
+      if (absl::Status status = groups_.data_parallel->AllReduceSum(bucket); !status.ok()) {
+        return status;
+      }
+      int64_t offset = 0;
+      for (size_t i = begin; i < end; ++i) {
+        grads[i].view({-1}).copy_(bucket.narrow(0, offset, grads[i].numel()));
+        offset += grads[i].numel();
+      }
+      begin = end;
+    }
+  }
   double sum_of_squares = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     if (duplicate[i]) continue;
     sum_of_squares += grads[i].to(at::kDouble).pow(2).sum().item<double>();
   }
   return sum_of_squares;
+}
+
+absl::Status Varuna::AllRanksSum(std::vector<double>& values) {
+  if (groups_.world == nullptr) return absl::OkStatus();
+  at::Tensor tensor = at::tensor(values, at::kDouble);
+  if (groups_.world->backend() == comm::Backend::kNccl) tensor = tensor.to(options_.device);
+  if (absl::Status status = groups_.world->AllReduceSum(tensor); !status.ok()) return status;
+  tensor = tensor.to(at::kCPU);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = tensor[i].item<double>();
+  return absl::OkStatus();
 }
 
 void Varuna::ZeroModelGrads() {
@@ -183,32 +282,30 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs) {
   if (!optimizer_) {
     return absl::FailedPreconditionError("Varuna::step called before set_optimizer");
   }
-  const int64_t examples = options_.batch_size;
-  const int64_t chunk = options_.chunk_size > 0 ? options_.chunk_size : examples;
-  absl::StatusOr<std::vector<TensorMap>> micro_batches =
-      SplitBatch(inputs, examples, chunk, " (--batch-size)");
-  if (!micro_batches.ok()) return micro_batches.status();
+  absl::StatusOr<Plan> plan = MakePlan(inputs, options_.batch_size, " (--batch-size)");
+  if (!plan.ok()) return plan.status();
 
   StepResult result;
   result.loss_scale = scaler_->scale();
   model_->train();
   ZeroModelGrads();
-  absl::StatusOr<std::vector<double>> weights = LossWeights(*micro_batches);
-  if (!weights.ok()) return weights.status();
-  double loss_sum = 0;
-  for (size_t i = 0; i < micro_batches->size(); ++i) {
-    const double weight = (*weights)[i];
-    if (weight == 0) continue;  // Nothing in it counts (e.g. every token masked).
-    at::Tensor loss = model_->Forward(at::Tensor(), (*micro_batches)[i]);
-    (loss.to(at::kFloat) * (weight * result.loss_scale)).backward();
-    loss_sum += weight * loss.detach().to(at::kDouble).item<double>();
-  }
-  result.loss = loss_sum;
-
-  const double sum_of_squares = GatherMasterGrads(result.loss_scale);
-  result.overflow = !std::isfinite(sum_of_squares);
-  result.grad_norm = std::sqrt(sum_of_squares);
+  absl::StatusOr<double> loss =
+      executor_->Train(plan->micro_batches, plan->weights, result.loss_scale);
+  if (!loss.ok()) return loss.status();
+  absl::StatusOr<double> sum_of_squares = ReduceMasterGrads(result.loss_scale);
+  if (!sum_of_squares.ok()) return sum_of_squares.status();
   ZeroModelGrads();
+
+  // One all-reduce over every rank: overflow anywhere, the squared norm of every stage (once:
+  // replica 0's), and the loss (the last stages hold it, normalised over the global batch).
+  std::vector<double> agreed = {
+      std::isfinite(*sum_of_squares) ? 0.0 : 1.0,
+      replica() == 0 && std::isfinite(*sum_of_squares) ? *sum_of_squares : 0.0, *loss};
+  if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;
+  result.overflow = agreed[0] > 0;
+  result.grad_norm =
+      result.overflow ? std::numeric_limits<double>::infinity() : std::sqrt(agreed[1]);
+  result.loss = agreed[2];
   scaler_->Update(result.overflow);
   if (result.overflow) return result;
 
@@ -225,26 +322,18 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs) {
 
 absl::StatusOr<double> Varuna::evaluate(const TensorMap& inputs) {
   if (inputs.empty()) return absl::InvalidArgumentError("the batch has no input tensors");
-  const int64_t examples = inputs.begin()->second.defined() && inputs.begin()->second.dim() > 0
-                               ? inputs.begin()->second.size(0)
-                               : 0;
+  const at::Tensor& first = inputs.begin()->second;
+  const int64_t examples = first.defined() && first.dim() > 0 ? first.size(0) : 0;
   if (examples == 0) return absl::InvalidArgumentError("the evaluation batch is empty");
-  const int64_t chunk = options_.chunk_size > 0 ? options_.chunk_size : options_.batch_size;
-  absl::StatusOr<std::vector<TensorMap>> micro_batches =
-      SplitBatch(inputs, examples, chunk, ", as the batch's first input");
-  if (!micro_batches.ok()) return micro_batches.status();
-  at::NoGradGuard no_grad;
+  absl::StatusOr<Plan> plan = MakePlan(inputs, examples, ", as the batch's first input");
+  if (!plan.ok()) return plan.status();
   model_->eval();
-  absl::StatusOr<std::vector<double>> weights = LossWeights(*micro_batches);
-  if (!weights.ok()) return weights.status();
-  double loss_sum = 0;
-  for (size_t i = 0; i < micro_batches->size(); ++i) {
-    if ((*weights)[i] == 0) continue;
-    loss_sum += (*weights)[i] *
-                model_->Forward(at::Tensor(), (*micro_batches)[i]).to(at::kDouble).item<double>();
-  }
+  absl::StatusOr<double> loss = executor_->Evaluate(plan->micro_batches, plan->weights);
   model_->train();
-  return loss_sum;
+  if (!loss.ok()) return loss.status();
+  std::vector<double> agreed = {*loss};
+  if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;
+  return agreed[0];
 }
 
 }  // namespace varuna

@@ -11,9 +11,13 @@
 //   engine->evaluate(batch);                   // mean loss, no update
 //   engine->checkpoint(save_dir, iteration, trainer_state);
 //
-// This version runs one pipeline stage and one data-parallel replica (the stage holds every
-// segment); a stage map with more ranks is refused at Create. The interface is the one the
-// pipeline engine keeps.
+// With a stage map of P stages x D replicas, every rank runs the same calls: the model's
+// segments are partitioned into P contiguous stages (partition.h) and each rank builds only its
+// own; a step runs the stage's schedule (schedule.h, pipeline.h), sums the gradients of shared
+// weights between the first and last stage of each replica, sums gradients over the replicas
+// of each stage, and agrees on overflow, gradient norm and loss in one all-reduce over all
+// ranks. Every replica gets its own options.batch_size examples; the micro-batch weights are
+// normalised over the whole global batch, so the result equals one process running it all.
 //
 // step() returns what one process running the whole batch at once would compute: the loss is
 // the mean of the micro-batch losses weighted by StageModule::LossWeight (their number of
@@ -36,8 +40,12 @@
 
 #include "absl/status/statusor.h"
 #include "varuna/adam.h"
+#include "varuna/comm/world.h"
+#include "varuna/groups.h"
 #include "varuna/json.h"
 #include "varuna/loss_scaler.h"
+#include "varuna/pipeline.h"
+#include "varuna/schedule.h"
 #include "varuna/stage_map.h"
 #include "varuna/stage_module.h"
 #include "varuna/tensor_map.h"
@@ -59,6 +67,11 @@ struct VarunaOptions {
   c10::ScalarType dtype = c10::kFloat;
   // Clip gradients to this global L2 norm before the update; 0 disables clipping.
   double clip_grad = 0;
+  // The pipeline schedule (Varuna's by default).
+  ScheduleKind schedule = ScheduleKind::kVaruna;
+  // The job's processes; required when the stage map has more than one rank, and then
+  // world->rank() must equal `rank`. Not owned; must outlive the engine.
+  comm::World* world = nullptr;
 };
 
 // What one step did.
@@ -71,9 +84,9 @@ struct StepResult {
 
 class Varuna {
  public:
-  // Builds this rank's stage with `builder`, moves it to options.device and options.dtype.
-  // InvalidArgument for a bad option (naming it), Unimplemented for a layout with more than
-  // one stage or replica.
+  // Builds this rank's stage with `builder`, moves it to options.device and options.dtype,
+  // and creates the process groups (every rank of the job must call Create with the same map).
+  // InvalidArgument for a bad option (naming it) or a map that does not fit the model.
   static absl::StatusOr<std::unique_ptr<Varuna>> Create(const StageBuilder& builder,
                                                         int num_segments,
                                                         const VarunaOptions& options);
@@ -84,6 +97,10 @@ class Varuna {
 
   const VarunaOptions& options() const { return options_; }
   StageModule& model() { return *model_; }
+  // This rank's stage and replica, and the segments its stage holds.
+  int stage() const { return groups_.position.stage; }
+  int replica() const { return groups_.position.replica; }
+  SegmentRange segments() const { return model_->segments(); }
 
   // This stage's parameters, named as in the full model, with their weight-decay flags: what
   // the optimizer given to set_optimizer must hold.
@@ -130,26 +147,37 @@ class Varuna {
                                          const Acceptor& accept = nullptr);
 
  private:
-  Varuna(const VarunaOptions& options, std::shared_ptr<StageModule> model);
+  Varuna(const VarunaOptions& options, std::shared_ptr<StageModule> model, StageGroups groups);
 
   // Splits every input into micro-batches of `chunk` examples along dimension 0; every input
   // must hold `examples` ("expected N" + `what` otherwise).
   absl::StatusOr<std::vector<TensorMap>> SplitBatch(const TensorMap& inputs, int64_t examples,
                                                     int64_t chunk, const char* what) const;
-  // Each micro-batch's share of the batch loss (StageModule::LossWeight, normalised).
-  absl::StatusOr<std::vector<double>> LossWeights(
-      const std::vector<TensorMap>& micro_batches) const;
+  // Splits, weighs (normalised over the global batch) and checks a batch.
+  struct Plan {
+    std::vector<TensorMap> micro_batches;
+    std::vector<double> weights;
+  };
+  absl::StatusOr<Plan> MakePlan(const TensorMap& inputs, int64_t examples, const char* what);
   // Copies the model's gradients into the optimizer's fp32 master gradients, divided by
-  // `scale`, summing the gradients of tied pairs. Returns the squared global norm.
-  double GatherMasterGrads(double scale);
+  // `scale`, sums shared weights' gradients (locally and between the first and last stage)
+  // and sums over the replicas. Returns this rank's squared norm, shared copies counted once.
+  absl::StatusOr<double> ReduceMasterGrads(double scale);
+  // Sums `values` over every rank (no-op for one process).
+  absl::Status AllRanksSum(std::vector<double>& values);
   void ZeroModelGrads();
 
   VarunaOptions options_;
   std::shared_ptr<StageModule> model_;
   std::unique_ptr<Adam> optimizer_;
   std::unique_ptr<LossScaler> scaler_;
+  StageGroups groups_;
+  std::unique_ptr<StageExecutor> executor_;
   // Pairs of optimizer indices (first, second) of the shared weights this rank holds both of.
   std::vector<std::pair<size_t, size_t>> tied_pairs_;
+  // Optimizer indices of shared weights whose other copy is on the other end of the pipeline,
+  // and whether this rank's copy is the one left out of the norm.
+  std::vector<std::pair<size_t, bool>> remote_tied_;
 };
 
 }  // namespace varuna

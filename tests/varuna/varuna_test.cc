@@ -298,7 +298,11 @@ TEST_F(VarunaTest, RefusesBadInputsAndLayouts) {
   two_stages.stage_map = *StageMap::Parse("0;1;");
   absl::StatusOr<std::unique_ptr<Varuna>> bad = Varuna::Create(Builder(), 2, two_stages);
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("2 pipeline stages x 1"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("needs the job's process world"));
+  VarunaOptions three_stages;
+  three_stages.stage_map = *StageMap::Parse("0;1;2;");
+  EXPECT_THAT(std::string(Varuna::Create(Builder(), 2, three_stages).status().message()),
+              HasSubstr("has 3 pipeline stages but the model has only 2 segments"));
 
   VarunaOptions chunky;
   chunky.batch_size = 2;

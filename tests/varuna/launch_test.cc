@@ -1,0 +1,218 @@
+// End-to-end tests of varuna/launch: the launcher starts tests/varuna/fake_worker processes;
+// every run has a hard deadline (tests/util/subprocess.h), so a hang fails the test.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/util/subprocess.h"
+
+namespace varuna {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using varuna::testing::ExitInfo;
+using varuna::testing::Process;
+
+constexpr std::chrono::seconds kDeadline(60);
+
+std::string Runfile(const std::string& path) {
+  return (std::filesystem::current_path() / path).string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class LaunchTest : public ::testing::Test {
+ protected:
+  std::string LogPath() const {
+    return ::testing::TempDir() + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+           ".log";
+  }
+
+  // Starts the launcher with `flags`, then `--`, the program and `worker_args`.
+  Process Start(const std::vector<std::string>& flags, const std::vector<std::string>& worker_args,
+                const std::map<std::string, std::string>& env = {},
+                const std::string& program = Runfile("tests/varuna/fake_worker")) {
+    std::vector<std::string> argv = {Runfile("varuna/launch")};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.push_back(program);
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    return varuna::testing::Spawn(argv, LogPath(), env);
+  }
+
+  ExitInfo Wait(const Process& launcher) {
+    std::vector<ExitInfo> exits = varuna::testing::WaitAll({launcher}, kDeadline);
+    EXPECT_FALSE(exits[0].timed_out) << varuna::testing::Describe(exits);
+    return exits[0];
+  }
+
+  // Waits until the launcher's log holds every string of `wanted` (or 30 s pass).
+  bool WaitForLog(const std::vector<std::string>& wanted) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < until) {
+      const std::string log = ReadFile(LogPath());
+      bool all = true;
+      for (const std::string& w : wanted) all = all && log.find(w) != std::string::npos;
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+};
+
+TEST_F(LaunchTest, AllWorkersSucceedWithPrefixedOutputArgumentsAndEnvironment) {
+  const Process launcher =
+      Start({"--nstages=2", "--chunk_size=2", "--batch_size=8", "--gpus_per_node=2",
+             "--master_port=29555"},
+            {"--sleep_ms=0", "--tail=no-newline-at-end"},
+            {{"BUILD_WORKING_DIRECTORY", "/home/user/runs"}, {"OMP_NUM_THREADS", "2"}});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_TRUE(exit.exited);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_THAT(
+      exit.output,
+      AllOf(HasSubstr("[launch] 2 stages x 1 replicas = 2 workers on 1 node(s)"),
+            HasSubstr("[launch] stage_to_rank_map 0;1;"),
+            HasSubstr("[rank 0] env RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
+                      "MASTER_PORT=29555 OMP_NUM_THREADS=2\n"),
+            HasSubstr("[rank 1] env RANK=1 LOCAL_RANK=1 WORLD_SIZE=2"),
+            HasSubstr("[rank 1] args --sleep_ms=0 --tail=no-newline-at-end --rank=1 "
+                      "--local_rank=1 --stage_to_rank_map=0;1; --chunk_size=2 --batch-size=8\n"),
+            HasSubstr("[rank 0] stderr line of rank 0\n"), HasSubstr("[rank 1] cwd " + cwd + "\n"),
+            HasSubstr("[rank 0] BUILD_WORKING_DIRECTORY /home/user/runs\n"),
+            HasSubstr("[rank 1] no-newline-at-end\n"),
+            HasSubstr("[launch] rank 0 exited with code 0"),
+            HasSubstr("[launch] rank 1 exited with code 0")));
+}
+
+TEST_F(LaunchTest, FreePortWhenMasterPortIsZero) {
+  const Process launcher =
+      Start({"--nstages=1", "--chunk_size=1", "--batch_size=1", "--master-port=0"}, {});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  EXPECT_THAT(exit.output,
+              AllOf(HasSubstr("[rank 0] env RANK=0"), HasSubstr("MASTER_PORT="),
+                    Not(HasSubstr("MASTER_PORT=0 ")), Not(HasSubstr("MASTER_PORT=29500"))));
+}
+
+TEST_F(LaunchTest, OneFailingRankStopsTheOthersAndSetsTheExitCode) {
+  const Process launcher =
+      Start({"--nstages=1", "--chunk_size=1", "--batch_size=3", "--gpus_per_node=3",
+             "--grace_seconds=40"},
+            {"--fail_rank=1", "--fail_code=3", "--fail_after_ms=200", "--sleep_ms=60000"});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_TRUE(exit.exited);
+  EXPECT_EQ(exit.code, 3) << exit.output;
+  EXPECT_LT(exit.seconds, 20) << "SIGTERM, not SIGKILL after the 40 s grace, must stop the others";
+  EXPECT_THAT(exit.output, AllOf(HasSubstr("[rank 1] failing with code 3\n"),
+                                 HasSubstr("[launch] rank 1 exited with code 3\n"),
+                                 HasSubstr("[launch] stopping the other workers: SIGTERM now"),
+                                 HasSubstr("[launch] rank 0 was killed by signal 15"),
+                                 HasSubstr("[launch] rank 2 was killed by signal 15")));
+  // The failing rank's last line comes before the report of its exit.
+  EXPECT_LT(exit.output.find("[rank 1] failing with code 3"),
+            exit.output.find("[launch] rank 1 exited with code 3"));
+}
+
+TEST_F(LaunchTest, ARankKilledByASignalIsReported) {
+  const Process launcher = Start({"--nstages=2", "--chunk_size=1", "--batch_size=1",
+                                  "--gpus_per_node=2", "--grace_seconds=40"},
+                                 {"--crash_rank=0", "--sleep_ms=60000"});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 128 + SIGUSR2) << exit.output;
+  EXPECT_LT(exit.seconds, 20);
+  EXPECT_THAT(exit.output, AllOf(HasSubstr("[launch] rank 0 was killed by signal 12"),
+                                 HasSubstr("[launch] rank 1 was killed by signal 15")));
+}
+
+TEST_F(LaunchTest, WorkersIgnoringSigtermAreKilledAfterTheGracePeriod) {
+  const Process launcher = Start(
+      {"--nstages=1", "--chunk_size=1", "--batch_size=2", "--gpus_per_node=2", "--grace_seconds=1"},
+      {"--fail_rank=1", "--fail_code=5", "--ignore_sigterm", "--sleep_ms=60000"});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 5) << exit.output;
+  EXPECT_GE(exit.seconds, 1.0) << "SIGKILL must wait for the grace period";
+  EXPECT_LT(exit.seconds, 30);
+  EXPECT_THAT(exit.output, AllOf(HasSubstr("[launch] rank 1 exited with code 5"),
+                                 HasSubstr("[launch] rank 0 is still running: sending SIGKILL"),
+                                 HasSubstr("[launch] rank 0 was killed by signal 9")));
+}
+
+TEST_F(LaunchTest, SigtermToTheLauncherReachesEveryWorker) {
+  const Process launcher = Start({"--nstages=2", "--chunk_size=1", "--batch_size=1",
+                                  "--gpus_per_node=2", "--grace_seconds=40"},
+                                 {"--on_signal_exit=0", "--sleep_ms=60000"});
+  ASSERT_TRUE(WaitForLog({"[rank 0] ready", "[rank 1] ready"})) << ReadFile(LogPath());
+  kill(launcher.pid, SIGTERM);
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << "every worker exited 0 after the signal\n" << exit.output;
+  EXPECT_LT(exit.seconds, 20) << "the workers exit on SIGTERM, long before the 40 s grace ends";
+  EXPECT_THAT(exit.output,
+              AllOf(HasSubstr("[launch] received signal 15 (Terminated): forwarded to the workers"),
+                    HasSubstr("[rank 0] rank 0 received signal 15\n"),
+                    HasSubstr("[rank 1] rank 1 received signal 15\n")));
+}
+
+TEST_F(LaunchTest, SigusrOneIsForwardedForCheckpointAndStop) {
+  const Process launcher =
+      Start({"--nstages=1", "--chunk_size=1", "--batch_size=2", "--gpus_per_node=2"},
+            {"--on_signal_exit=0", "--sleep_ms=60000"});
+  ASSERT_TRUE(WaitForLog({"[rank 0] ready", "[rank 1] ready"})) << ReadFile(LogPath());
+  kill(launcher.pid, SIGUSR1);
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  EXPECT_THAT(exit.output,
+              AllOf(HasSubstr("[launch] received SIGUSR1: forwarded to the workers"),
+                    HasSubstr("[rank 0] rank 0 received signal 10\n"),
+                    HasSubstr("[rank 1] rank 1 received signal 10\n"), Not(HasSubstr("SIGKILL"))));
+}
+
+TEST_F(LaunchTest, BazelLabelResolvesUnderTheWorkspacesBazelBin) {
+  const std::filesystem::path workspace = std::filesystem::path(::testing::TempDir()) / "ws";
+  std::filesystem::remove_all(workspace);
+  std::filesystem::create_directories(workspace / "bazel-bin/tests/varuna");
+  std::filesystem::create_symlink(Runfile("tests/varuna/fake_worker"),
+                                  workspace / "bazel-bin/tests/varuna/fake_worker");
+  const Process launcher =
+      Start({"--nstages=1", "--chunk_size=1", "--batch_size=1"}, {},
+            {{"BUILD_WORKSPACE_DIRECTORY", workspace.string()}}, "//tests/varuna:fake_worker");
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  EXPECT_THAT(exit.output, AllOf(HasSubstr("[launch] program " + workspace.string() +
+                                           "/bazel-bin/tests/varuna/fake_worker"),
+                                 HasSubstr("[rank 0] ready")));
+}
+
+TEST_F(LaunchTest, BadFlagsFailBeforeStartingWorkers) {
+  Process launcher =
+      Start({"--nstages=2", "--chunk_size=1", "--batch_size=3", "--gpus_per_node=4"}, {});
+  ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 2);
+  EXPECT_THAT(exit.output,
+              AllOf(HasSubstr("[launch] error: --batch_size=3 cannot be split evenly over D=2"),
+                    Not(HasSubstr("[rank"))));
+
+  launcher = Start({"--nstages=1", "--chunk_size=1", "--batch_size=1"}, {},
+                   {{"BUILD_WORKSPACE_DIRECTORY", ::testing::TempDir()}}, "//trainer:nothing");
+  exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 2);
+  EXPECT_THAT(exit.output, HasSubstr("run `bazel build //trainer:nothing` first"));
+}
+
+}  // namespace
+}  // namespace varuna

@@ -1,0 +1,274 @@
+// Pipeline parity: real processes over Gloo, fp32, a fixed seed. A tiny GPT-2 (4 layers, the
+// embedding and LM head tied across the first and last stage) trained on the same global
+// batches under P x D layouts gives the losses and, after step 1, the gradients of the
+// single-process run; the tied copies stay bitwise equal; evaluate() agrees. The global batch
+// of 14 in micro-batches of 4 leaves a smaller last micro-batch (4+4+4+2, or 4+3 per replica),
+// and a random loss mask gives the micro-batches and replicas different loss weights.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/gpt2/config.h"
+#include "models/gpt2/model.h"
+#include "tests/util/subprocess.h"
+#include "varuna/comm/world.h"
+#include "varuna/safetensors.h"
+#include "varuna/varuna.h"
+
+namespace varuna {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kGlobalBatch = 14;
+constexpr int kChunk = 4;
+constexpr int kSeq = 16;
+constexpr int kVocab = 64;
+
+gpt2::Gpt2Config Config(double dropout) {
+  gpt2::Gpt2Config config;
+  config.num_layers = 4;
+  config.hidden_size = 32;
+  config.num_attention_heads = 2;
+  config.seq_length = kSeq;
+  config.max_position_embeddings = kSeq;
+  config.vocab_size = kVocab;
+  config.make_vocab_size_divisible_by = 1;
+  config.hidden_dropout = dropout;
+  config.attention_dropout = dropout;
+  return config;
+}
+
+// Global batch `step`: tokens, labels, a loss mask with zeros, positions.
+TensorMap GlobalBatch(int step) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1000 + step);
+  at::Tensor tokens = at::randint(0, kVocab, {kGlobalBatch, kSeq + 1}, gen, at::kLong);
+  at::Tensor mask = (at::rand({kGlobalBatch, kSeq}, gen) > 0.25).to(at::kFloat);
+  return {{"input_ids", tokens.narrow(1, 0, kSeq).contiguous()},
+          {"labels", tokens.narrow(1, 1, kSeq).contiguous()},
+          {"loss_mask", mask},
+          {"position_ids", at::arange(kSeq, at::kLong).repeat({kGlobalBatch, 1})}};
+}
+
+TensorMap ReplicaSlice(const TensorMap& global, int replica, int replicas) {
+  const int64_t per = kGlobalBatch / replicas;
+  TensorMap out;
+  for (const auto& [name, t] : global) out[name] = t.narrow(0, replica * per, per).contiguous();
+  return out;
+}
+
+// Worker: trains `steps` steps and writes losses, step-1 gradients, final tied copies and an
+// evaluation to files named after its rank in `out`.
+int RunWorker(const std::map<std::string, std::string>& args) {
+  torch::set_num_threads(1);
+  const int rank = std::stoi(args.at("rank"));
+  const int P = std::stoi(args.at("stages"));
+  const int D = std::stoi(args.at("replicas"));
+  const int steps = std::stoi(args.at("steps"));
+  const std::string out = args.at("out");
+  std::unique_ptr<comm::World> world;
+  VarunaOptions options;
+  options.stage_map = StageMap::Uniform(P, D);
+  options.rank = rank;
+  options.batch_size = kGlobalBatch / D;
+  options.chunk_size = kChunk;
+  options.schedule = *ParseScheduleKind(args.at("schedule"));
+  if (P * D > 1) {
+    comm::WorldOptions w;
+    w.rank = rank;
+    w.world_size = P * D;
+    w.master_port = std::stoi(args.at("port"));
+    w.timeout = std::chrono::seconds(60);
+    auto joined = comm::World::Join(w);
+    if (!joined.ok()) {
+      std::fprintf(stderr, "join: %s\n", std::string(joined.status().message()).c_str());
+      return 3;
+    }
+    world = std::move(*joined);
+    options.world = world.get();
+  }
+  at::manual_seed(5);  // Dropout's stream; the same on every rank.
+  const gpt2::Gpt2Config config = Config(std::stod(args.at("dropout")));
+  auto engine = Varuna::Create(gpt2::Gpt2StageBuilder(config, 42), config.num_layers, options);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "create: %s\n", std::string(engine.status().message()).c_str());
+    return 4;
+  }
+  Varuna& v = **engine;
+  AdamOptions adam;
+  adam.lr = 1e-3;
+  if (!v.set_optimizer(std::make_unique<Adam>(v.parameters(), adam), {}).ok()) return 5;
+  std::ofstream losses(out + "/losses_" + std::to_string(rank) + ".txt");
+  for (int step = 0; step < steps; ++step) {
+    auto result = v.step(ReplicaSlice(GlobalBatch(step), v.replica(), D));
+    if (!result.ok()) {
+      std::fprintf(stderr, "step: %s\n", std::string(result.status().message()).c_str());
+      return 6;
+    }
+    char line[64];
+    std::snprintf(line, sizeof(line), "%.17g\n", result->loss);
+    losses << line;
+    if (step == 0 && v.replica() == 0) {
+      NamedTensors grads;
+      for (size_t i = 0; i < v.optimizer().parameters().size(); ++i) {
+        grads.emplace_back(v.optimizer().parameters()[i].name,
+                           v.optimizer().MasterGrads()[i].clone());
+      }
+      if (!WriteSafetensors(out + "/grads_" + std::to_string(rank) + ".safetensors", grads, {})
+               .ok()) {
+        return 7;
+      }
+    }
+  }
+  losses.close();
+  NamedTensors params;
+  for (const auto& item : v.model().named_parameters()) {
+    params.emplace_back(item.key(), item.value().detach().clone());
+  }
+  if (!WriteSafetensors(out + "/params_" + std::to_string(rank) + ".safetensors", params, {})
+           .ok()) {
+    return 8;
+  }
+  auto eval = v.evaluate(ReplicaSlice(GlobalBatch(999), v.replica(), D));
+  if (!eval.ok()) return 9;
+  std::ofstream(out + "/eval_" + std::to_string(rank) + ".txt") << std::to_string(*eval);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.17g", *eval);
+  std::ofstream(out + "/eval_" + std::to_string(rank) + ".txt") << text;
+  return 0;
+}
+
+struct RunResult {
+  std::vector<double> losses;                // rank 0's (every rank reports the same)
+  std::map<std::string, at::Tensor> grads;   // step 1, over the stages of replica 0
+  std::map<std::string, at::Tensor> params;  // final, over the stages of replica 0
+  std::vector<double> evals;                 // one per rank
+  std::vector<std::vector<double>> all_losses;
+};
+
+std::vector<double> ReadNumbers(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<double> out;
+  for (double x; in >> x;) out.push_back(x);
+  return out;
+}
+
+RunResult RunLayout(int P, int D, int steps, const std::string& schedule = "varuna",
+                    double dropout = 0) {
+  const std::string out = ::testing::TempDir() + "/parity_" + std::to_string(P) + "x" +
+                          std::to_string(D) + "_" + schedule + "_" + std::to_string(dropout);
+  fs::remove_all(out);
+  fs::create_directories(out);
+  const int port = testing::FreePort();
+  auto processes = testing::SpawnRanks("train", P * D, [&](int) {
+    return std::vector<std::string>{
+        "--stages=" + std::to_string(P),       "--replicas=" + std::to_string(D),
+        "--steps=" + std::to_string(steps),    "--out=" + out,
+        "--port=" + std::to_string(port),      "--schedule=" + schedule,
+        "--dropout=" + std::to_string(dropout)};
+  });
+  auto exits = testing::WaitAll(processes, std::chrono::seconds(120));
+  RunResult result;
+  for (const auto& e : exits) {
+    EXPECT_TRUE(e.exited && e.code == 0) << testing::Describe(exits);
+  }
+  const StageMap map = StageMap::Uniform(P, D);
+  for (int rank = 0; rank < P * D; ++rank) {
+    result.all_losses.push_back(ReadNumbers(out + "/losses_" + std::to_string(rank) + ".txt"));
+    const std::vector<double> eval = ReadNumbers(out + "/eval_" + std::to_string(rank) + ".txt");
+    result.evals.push_back(eval.empty() ? NAN : eval[0]);
+    if (map.Position(rank).replica != 0) continue;
+    for (const char* kind : {"grads_", "params_"}) {
+      auto file = ReadSafetensors(out + "/" + kind + std::to_string(rank) + ".safetensors");
+      EXPECT_TRUE(file.ok()) << file.status();
+      if (!file.ok()) continue;
+      for (auto& [name, t] : file->tensors) {
+        (std::string(kind) == "grads_" ? result.grads : result.params)[name] = t;
+      }
+    }
+  }
+  result.losses = result.all_losses[0];
+  return result;
+}
+
+void ExpectSameRun(const RunResult& reference, const RunResult& run, const std::string& what) {
+  ASSERT_EQ(run.losses.size(), reference.losses.size()) << what;
+  for (size_t i = 0; i < run.losses.size(); ++i) {
+    EXPECT_NEAR(run.losses[i], reference.losses[i], 1e-5 * std::abs(reference.losses[i]))
+        << what << " step " << i + 1;
+  }
+  for (const auto& losses : run.all_losses) {
+    EXPECT_EQ(losses, run.losses) << what << ": every rank reports the same loss";
+  }
+  ASSERT_EQ(run.grads.size(), reference.grads.size()) << what;
+  for (const auto& [name, grad] : reference.grads) {
+    ASSERT_TRUE(run.grads.count(name)) << what << " " << name;
+    EXPECT_TRUE(at::allclose(run.grads.at(name), grad, 1e-5, 4e-5))
+        << what << " " << name << " max diff " << (run.grads.at(name) - grad).abs().max();
+  }
+  for (double eval : run.evals) EXPECT_NEAR(eval, reference.evals[0], 1e-5) << what;
+}
+
+class PipelineParityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { reference_ = new RunResult(RunLayout(1, 1, kSteps)); }
+  static void TearDownTestSuite() { delete reference_; }
+  static constexpr int kSteps = 6;
+  static RunResult* reference_;
+};
+RunResult* PipelineParityTest::reference_ = nullptr;
+
+TEST_F(PipelineParityTest, TwoStages) {
+  ExpectSameRun(*reference_, RunLayout(2, 1, kSteps), "2x1");
+}
+TEST_F(PipelineParityTest, TwoReplicas) {
+  ExpectSameRun(*reference_, RunLayout(1, 2, kSteps), "1x2");
+}
+TEST_F(PipelineParityTest, TwoByTwo) { ExpectSameRun(*reference_, RunLayout(2, 2, kSteps), "2x2"); }
+TEST_F(PipelineParityTest, FourStages) {
+  ExpectSameRun(*reference_, RunLayout(4, 1, kSteps), "4x1");
+}
+TEST_F(PipelineParityTest, ThreeUnevenStages) {
+  ExpectSameRun(*reference_, RunLayout(3, 1, kSteps), "3x1 (segments 2+1+1)");
+}
+TEST_F(PipelineParityTest, OtherSchedules) {
+  ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, "gpipe"), "2x1 gpipe");
+  ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, "1f1b"), "2x1 1f1b");
+}
+
+// With dropout, a recomputed forward must draw the masks of its original forward: Varuna's
+// schedule (which recomputes) then matches GPipe's (which keeps every graph) exactly.
+TEST_F(PipelineParityTest, RecomputeReplaysDropout) {
+  const RunResult gpipe = RunLayout(2, 1, kSteps, "gpipe", 0.1);
+  const RunResult varuna = RunLayout(2, 1, kSteps, "varuna", 0.1);
+  ExpectSameRun(gpipe, varuna, "2x1 dropout, varuna vs gpipe");
+  EXPECT_GT(std::abs(gpipe.losses[0] - reference_->losses[0]), 1e-4);  // Dropout is on.
+}
+
+TEST_F(PipelineParityTest, TiedCopiesStayBitwiseEqual) {
+  const RunResult run = RunLayout(2, 2, 50);
+  ASSERT_TRUE(run.params.count("wte.weight") && run.params.count("lm_head_weight"));
+  EXPECT_TRUE(at::equal(run.params.at("wte.weight"), run.params.at("lm_head_weight")));
+  // And they were trained: both moved away from their initial value.
+  gpt2::Gpt2Stage initial(Config(0), SegmentRange{0, 3}, 42);
+  const at::Tensor init = initial.named_parameters()["wte.weight"].detach();
+  EXPECT_GT((run.params.at("wte.weight") - init).abs().max().item<double>(), 1e-3);
+}
+
+}  // namespace
+}  // namespace varuna
+
+int main(int argc, char** argv) {
+  if (auto args = varuna::testing::WorkerArgs(argc, argv)) return varuna::RunWorker(*args);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
