@@ -224,6 +224,12 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     return status;
   }
   const int world_size = engine_options.stage_map.world_size();
+  if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", world_size,
+        " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
+        "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
+  }
   if (world_size > 1 && (!a.save.empty() || !a.load.empty())) {
     return absl::UnimplementedError(absl::StrCat(
         "--save and --load need one process in this build (this job has ", world_size,

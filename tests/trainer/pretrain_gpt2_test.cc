@@ -28,6 +28,8 @@ std::string Trainer() {
   return std::string(std::getenv("TEST_SRCDIR")) + "/varuna/trainer/pretrain_gpt2";
 }
 
+std::string Launcher() { return std::string(std::getenv("TEST_SRCDIR")) + "/varuna/varuna/launch"; }
+
 // Documents that repeat short arithmetic patterns, so a tiny model can learn them.
 std::string MakeDataset(const std::string& dir) {
   const std::string prefix = dir + "/synthetic_text_document";
@@ -75,9 +77,16 @@ class PretrainGpt2Test : public ::testing::Test {
             "--split=90,10,0"};
   }
 
-  Result Run(std::vector<std::string> flags, const std::string& name) {
+  // Runs the trainer with `flags`, or, with `launcher` flags, the launcher starting it.
+  Result Run(std::vector<std::string> flags, const std::string& name,
+             std::vector<std::string> launcher = {}) {
     const std::string metrics = dir_ + "/" + name + ".jsonl";
     flags.insert(flags.begin(), Trainer());
+    if (!launcher.empty()) {
+      launcher.insert(launcher.begin(), Launcher());
+      launcher.push_back("--");
+      flags.insert(flags.begin(), launcher.begin(), launcher.end());
+    }
     flags.push_back("--metrics-file=" + metrics);
     varuna::testing::Process process =
         varuna::testing::Spawn(flags, dir_ + "/" + name + ".log", {{"OMP_NUM_THREADS", "1"}});
@@ -199,6 +208,29 @@ TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
   EXPECT_THAT(before, HasSubstr("10"));
 }
 
+// The launcher starting 2 stages x 2 replicas gives the losses of one process on the same
+// global batch (no dropout: each process draws its own dropout masks).
+TEST_F(PretrainGpt2Test, LaunchedPipelineMatchesOneProcess) {
+  std::vector<std::string> model = TinyModel();
+  model.erase(std::find(model.begin(), model.end(), "--batch-size=4"));
+  model.insert(model.end(), {"--train-iters=5", "--hidden-dropout=0", "--attention-dropout=0"});
+  Result single = Run(Plus(model, {"--batch-size=8", "--chunk_size=2"}), "single");
+  ASSERT_EQ(single.exit.code, 0) << Describe(single);
+  Result launched = Run(model, "launched",
+                        {"--nstages=2", "--gpus_per_node=4", "--batch_size=8", "--chunk_size=2",
+                         "--master_port=0", "--grace_seconds=5"});
+  ASSERT_EQ(launched.exit.code, 0) << Describe(launched);
+  EXPECT_THAT(launched.exit.output, HasSubstr("2 stages x 2 replicas"));
+  EXPECT_THAT(launched.exit.output, HasSubstr("[rank 0]"));
+  const auto a = Losses(single), b = Losses(launched);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (int64_t i = 1; i <= 5; ++i) {
+    const double x = std::stod(a.at(i)), y = std::stod(b.at(i));
+    EXPECT_NEAR(y, x, 1e-5 * x) << "iteration " << i;
+  }
+}
+
 TEST_F(PretrainGpt2Test, RefusesACheckpointOfAnotherModel) {
   const std::string ckpt = dir_ + "/ckpt";
   ASSERT_EQ(Run(Plus(TinyModel(), {"--train-iters=2", "--save=" + ckpt}), "a").exit.code, 0);
@@ -221,7 +253,8 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--fp16", "--bf16"}, 2, "--fp16 and --bf16 exclude each other"},
       {{"--save-interval=5"}, 2, "--save-interval=5 needs --save=DIR"},
       {{"--hidden-size=33"}, 1, "--hidden-size=33"},
-      {{"--stage_to_rank_map=0;1;"}, 1, "this build of the engine runs one stage and one replica"},
+      {{"--stage_to_rank_map=0;1;"}, 1, "has 2 ranks but this process was started alone"},
+      {{"--stage_to_rank_map=0;1;2;3;4;"}, 1, "has 5 pipeline stages but the model has only 2"},
       {{"--stage_to_rank_map=0;0;"}, 1, "rank 0 appears twice"},
       {{"--profiling"}, 2, "--profiling"},
       {{"--data-path=" + dir_ + "/missing"}, 1, dir_ + "/missing"},

@@ -8,9 +8,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -82,6 +85,10 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   options.batch_size = kGlobalBatch / D;
   options.chunk_size = kChunk;
   options.schedule = *ParseScheduleKind(args.at("schedule"));
+  options.dtype = args.at("dtype") == "fp16" ? at::kHalf : at::kFloat;
+  const int poison_step = std::stoi(args.at("poison_step"));
+  const int die_step = std::stoi(args.at("die_step"));
+  const bool learnable = args.at("learnable") == "1";
   if (P * D > 1) {
     comm::WorldOptions w;
     w.rank = rank;
@@ -106,10 +113,28 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   Varuna& v = **engine;
   AdamOptions adam;
   adam.lr = 1e-3;
-  if (!v.set_optimizer(std::make_unique<Adam>(v.parameters(), adam), {}).ok()) return 5;
+  LossScalerOptions scaling;
+  scaling.hysteresis = 1;
+  if (!v.set_optimizer(std::make_unique<Adam>(v.parameters(), adam), scaling).ok()) return 5;
   std::ofstream losses(out + "/losses_" + std::to_string(rank) + ".txt");
+  std::ofstream trace(out + "/trace_" + std::to_string(rank) + ".txt");
+  at::Tensor first_param = v.parameters()[0].tensor;
   for (int step = 0; step < steps; ++step) {
-    auto result = v.step(ReplicaSlice(GlobalBatch(step), v.replica(), D));
+    // Fault injection in the middle of the backward pass of this rank.
+    std::optional<unsigned> hook;
+    if (step == poison_step && rank == std::stoi(args.at("poison_rank"))) {
+      hook = first_param.register_hook([](const at::Tensor& g) {
+        return at::full_like(g, std::numeric_limits<float>::infinity());
+      });
+    }
+    if (step == die_step && rank == std::stoi(args.at("die_rank"))) {
+      hook = first_param.register_hook([](const at::Tensor& g) {
+        std::raise(SIGKILL);
+        return g;
+      });
+    }
+    auto result = v.step(ReplicaSlice(GlobalBatch(learnable ? step % 4 : step), v.replica(), D));
+    if (hook) first_param.remove_hook(*hook);
     if (!result.ok()) {
       std::fprintf(stderr, "step: %s\n", std::string(result.status().message()).c_str());
       return 6;
@@ -117,6 +142,12 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     char line[64];
     std::snprintf(line, sizeof(line), "%.17g\n", result->loss);
     losses << line;
+    double checksum = 0;
+    for (const auto& p : v.parameters()) checksum += p.tensor.to(at::kDouble).sum().item<double>();
+    char traced[128];
+    std::snprintf(traced, sizeof(traced), "%d %.17g %.17g\n", result->overflow ? 1 : 0,
+                  v.loss_scale(), checksum);
+    trace << traced;
     if (step == 0 && v.replica() == 0) {
       NamedTensors grads;
       for (size_t i = 0; i < v.optimizer().parameters().size(); ++i) {
@@ -147,7 +178,18 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   return 0;
 }
 
+struct Options {
+  std::string schedule = "varuna";
+  double dropout = 0;
+  std::string dtype = "fp32";
+  bool learnable = false;
+  int poison_step = -1, poison_rank = -1;
+  int die_step = -1, die_rank = -1;
+};
+
 struct RunResult {
+  std::vector<std::vector<double>> traces;  // per rank: overflow, scale, checksum per step
+  std::vector<testing::ExitInfo> exits;
   std::vector<double> losses;                // rank 0's (every rank reports the same)
   std::map<std::string, at::Tensor> grads;   // step 1, over the stages of replica 0
   std::map<std::string, at::Tensor> params;  // final, over the stages of replica 0
@@ -162,28 +204,38 @@ std::vector<double> ReadNumbers(const std::string& path) {
   return out;
 }
 
-RunResult RunLayout(int P, int D, int steps, const std::string& schedule = "varuna",
-                    double dropout = 0) {
+RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
+  static int run_count = 0;
   const std::string out = ::testing::TempDir() + "/parity_" + std::to_string(P) + "x" +
-                          std::to_string(D) + "_" + schedule + "_" + std::to_string(dropout);
+                          std::to_string(D) + "_" + std::to_string(run_count++);
   fs::remove_all(out);
   fs::create_directories(out);
   const int port = testing::FreePort();
   auto processes = testing::SpawnRanks("train", P * D, [&](int) {
-    return std::vector<std::string>{
-        "--stages=" + std::to_string(P),       "--replicas=" + std::to_string(D),
-        "--steps=" + std::to_string(steps),    "--out=" + out,
-        "--port=" + std::to_string(port),      "--schedule=" + schedule,
-        "--dropout=" + std::to_string(dropout)};
+    return std::vector<std::string>{"--stages=" + std::to_string(P),
+                                    "--replicas=" + std::to_string(D),
+                                    "--steps=" + std::to_string(steps),
+                                    "--out=" + out,
+                                    "--port=" + std::to_string(port),
+                                    "--schedule=" + o.schedule,
+                                    "--dropout=" + std::to_string(o.dropout),
+                                    "--dtype=" + o.dtype,
+                                    std::string("--learnable=") + (o.learnable ? "1" : "0"),
+                                    "--poison_step=" + std::to_string(o.poison_step),
+                                    "--poison_rank=" + std::to_string(o.poison_rank),
+                                    "--die_step=" + std::to_string(o.die_step),
+                                    "--die_rank=" + std::to_string(o.die_rank)};
   });
-  auto exits = testing::WaitAll(processes, std::chrono::seconds(120));
   RunResult result;
-  for (const auto& e : exits) {
-    EXPECT_TRUE(e.exited && e.code == 0) << testing::Describe(exits);
+  result.exits = testing::WaitAll(processes, std::chrono::seconds(120));
+  if (o.die_step >= 0) return result;  // The caller checks how the processes ended.
+  for (const auto& e : result.exits) {
+    EXPECT_TRUE(e.exited && e.code == 0) << testing::Describe(result.exits);
   }
   const StageMap map = StageMap::Uniform(P, D);
   for (int rank = 0; rank < P * D; ++rank) {
     result.all_losses.push_back(ReadNumbers(out + "/losses_" + std::to_string(rank) + ".txt"));
+    result.traces.push_back(ReadNumbers(out + "/trace_" + std::to_string(rank) + ".txt"));
     const std::vector<double> eval = ReadNumbers(out + "/eval_" + std::to_string(rank) + ".txt");
     result.evals.push_back(eval.empty() ? NAN : eval[0]);
     if (map.Position(rank).replica != 0) continue;
@@ -241,15 +293,15 @@ TEST_F(PipelineParityTest, ThreeUnevenStages) {
   ExpectSameRun(*reference_, RunLayout(3, 1, kSteps), "3x1 (segments 2+1+1)");
 }
 TEST_F(PipelineParityTest, OtherSchedules) {
-  ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, "gpipe"), "2x1 gpipe");
-  ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, "1f1b"), "2x1 1f1b");
+  ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, Options{"gpipe"}), "2x1 gpipe");
+  ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, Options{"1f1b"}), "2x1 1f1b");
 }
 
 // With dropout, a recomputed forward must draw the masks of its original forward: Varuna's
 // schedule (which recomputes) then matches GPipe's (which keeps every graph) exactly.
 TEST_F(PipelineParityTest, RecomputeReplaysDropout) {
-  const RunResult gpipe = RunLayout(2, 1, kSteps, "gpipe", 0.1);
-  const RunResult varuna = RunLayout(2, 1, kSteps, "varuna", 0.1);
+  const RunResult gpipe = RunLayout(2, 1, kSteps, Options{"gpipe", 0.1});
+  const RunResult varuna = RunLayout(2, 1, kSteps, Options{"varuna", 0.1});
   ExpectSameRun(gpipe, varuna, "2x1 dropout, varuna vs gpipe");
   EXPECT_GT(std::abs(gpipe.losses[0] - reference_->losses[0]), 1e-4);  // Dropout is on.
 }
@@ -262,6 +314,67 @@ TEST_F(PipelineParityTest, TiedCopiesStayBitwiseEqual) {
   gpt2::Gpt2Stage initial(Config(0), SegmentRange{0, 3}, 42);
   const at::Tensor init = initial.named_parameters()["wte.weight"].detach();
   EXPECT_GT((run.params.at("wte.weight") - init).abs().max().item<double>(), 1e-3);
+}
+
+// fp16 weights with dynamic loss scaling learn as fp32 does (a fixed set of 4 batches).
+TEST_F(PipelineParityTest, Fp16TracksFp32) {
+  Options fp32;
+  fp32.learnable = true;
+  Options fp16 = fp32;
+  fp16.dtype = "fp16";
+  const RunResult a = RunLayout(2, 1, 200, fp32);
+  const RunResult b = RunLayout(2, 1, 200, fp16);
+  ASSERT_EQ(a.losses.size(), 200u);
+  ASSERT_EQ(b.losses.size(), 200u);
+  // The mean loss over the last cycle of the 4 batches.
+  auto final_loss = [](const RunResult& r) {
+    return (r.losses[196] + r.losses[197] + r.losses[198] + r.losses[199]) / 4;
+  };
+  EXPECT_LT(final_loss(a), 0.5 * a.losses.front());  // It learned.
+  EXPECT_NEAR(final_loss(b), final_loss(a), 0.02 * final_loss(a));
+  // The scale found its level: few skipped steps after the first ones.
+  int skipped = 0;
+  for (size_t step = 10; step < 200; ++step) skipped += b.traces[0][3 * step] > 0;
+  EXPECT_LE(skipped, 4);
+}
+
+// An inf in one rank's gradient (stage 0 of replica 1 of 2x2) skips the step on every rank,
+// halves the loss scale (hysteresis 1 here) and leaves every weight unchanged.
+TEST_F(PipelineParityTest, OverflowOnOneRankSkipsTheStepEverywhere) {
+  Options o;
+  o.dtype = "fp16";
+  o.poison_step = 2;
+  o.poison_rank = 2;  // Uniform(2, 2): rank 2 = stage 0, replica 1.
+  const RunResult run = RunLayout(2, 2, 4, o);
+  ASSERT_EQ(run.traces.size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::vector<double>& t = run.traces[rank];  // [overflow, scale, checksum] per step
+    ASSERT_EQ(t.size(), 12u) << rank;
+    EXPECT_EQ(t[3 * 1], 0) << "rank " << rank;
+    EXPECT_EQ(t[3 * 2], 1) << "rank " << rank << ": step 3 overflowed everywhere";
+    EXPECT_EQ(t[3 * 2 + 1], t[3 * 1 + 1] / 2) << "rank " << rank << ": scale halved";
+    EXPECT_EQ(t[3 * 2 + 2], t[3 * 1 + 2]) << "rank " << rank << ": weights unchanged";
+    EXPECT_NE(t[3 * 3 + 2], t[3 * 2 + 2]) << "rank " << rank << ": the next step applies";
+  }
+}
+
+// A rank killed in the middle of a step makes every other rank exit non-zero, quickly.
+TEST_F(PipelineParityTest, KilledRankStopsTheOthers) {
+  Options o;
+  o.die_step = 2;
+  o.die_rank = 1;  // Uniform(2, 2): stage 1 of replica 0, killed during its backward.
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult run = RunLayout(2, 2, 50, o);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(run.exits.size(), 4u);
+  EXPECT_EQ(run.exits[1].signal, SIGKILL) << testing::Describe(run.exits);
+  for (int rank : {0, 2, 3}) {
+    EXPECT_TRUE(run.exits[rank].exited && run.exits[rank].code != 0)
+        << testing::Describe(run.exits);
+    EXPECT_FALSE(run.exits[rank].timed_out);
+  }
+  EXPECT_LT(seconds, 60);
 }
 
 }  // namespace
