@@ -61,22 +61,17 @@ namespace {
 namespace fs = std::filesystem;
 
 // The benchmark's flags and their defaults; every flag is --name=value.
-const std::map<std::string, std::string>& DefaultFlags() {
-  static const auto* flags =
-      new std::map<std::string, std::string>{{"num_layers", "8"},
-                                             {"hidden_size", "256"},
-                                             {"num_attention_heads", "4"},
-                                             {"seq_length", "128"},
-                                             {"vocab_size", "4096"},
-                                             {"dropout", "0.1"},
-                                             {"chunk_size", "2"},
-                                             {"micro_batches", "8"},
-                                             {"warmup", "2"},
-                                             {"steps", "8"},
-                                             {"stages", "2"},
-                                             {"schedules", "varuna,gpipe,1f1b"},
-                                             {"mmap_threshold", "65536"}};
-  return *flags;
+std::map<std::string, std::string> DefaultFlags() {
+  std::map<std::string, std::string> flags;
+  for (absl::string_view flag : absl::StrSplit(
+           "num_layers=8 hidden_size=256 num_attention_heads=4 seq_length=128 vocab_size=4096 "
+           "dropout=0.1 chunk_size=2 micro_batches=8 warmup=2 steps=8 stages=2 "
+           "schedules=varuna,gpipe,1f1b mmap_threshold=65536",
+           ' ')) {
+    const std::pair<std::string, std::string> name_value = absl::StrSplit(flag, '=');
+    flags.insert(name_value);
+  }
+  return flags;
 }
 
 struct BenchConfig {
