@@ -3,7 +3,11 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "varuna/p2p.h"
@@ -14,6 +18,80 @@ namespace {
 
 int ActivationTag(int micro_batch) { return 4 * micro_batch; }
 int GradientTag(int micro_batch) { return 4 * micro_batch + 2; }
+
+// Receives tensors 0..count-1 from `peer`, in that order, on a thread of its own, so that they
+// arrive while the stage computes (Varuna's receive threads). Both neighbours issue their
+// transfers in increasing micro-batch order in every schedule, which NCCL's matching needs.
+class Prefetcher {
+ public:
+  Prefetcher(comm::ProcessGroup* group, int peer, int count, int (*tag_of)(int),
+             const c10::Device& device)
+      : slots_(count) {
+    if (group == nullptr) return;
+    thread_ = std::thread([this, group, peer, count, tag_of, device] {
+      for (int i = 0; i < count; ++i) {
+        absl::StatusOr<at::Tensor> tensor = ReceiveTensor(*group, peer, tag_of(i), device);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!tensor.ok()) {
+          status_ = tensor.status();
+          break;
+        }
+        slots_[i] = std::move(*tensor);
+        cv_.notify_all();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+      cv_.notify_all();
+    });
+  }
+
+  // Joins the thread once it has received everything or failed. A thread still waiting (the
+  // step failed on this rank first) is detached: the process is about to report the error
+  // and exit, and its peers' transfers will fail.
+  ~Prefetcher() {
+    if (!thread_.joinable()) return;
+    bool finished;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished = finished_;
+    }
+    if (finished || !abandoned_) {
+      thread_.join();
+    } else {
+      thread_.detach();
+    }
+  }
+
+  // Whether tensor i is here (or the receiving failed), without waiting.
+  bool Arrived(int i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return slots_[i].defined() || !status_.ok();
+  }
+
+  // Waits for tensor i.
+  absl::StatusOr<at::Tensor> Take(int i) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return slots_[i].defined() || !status_.ok() || finished_; });
+    if (!slots_[i].defined()) {
+      return status_.ok() ? absl::InternalError("a tensor was never received") : status_;
+    }
+    at::Tensor out = std::move(slots_[i]);
+    slots_[i] = at::Tensor();
+    return out;
+  }
+
+  // Marks the step as failed, so the destructor does not wait for the thread.
+  void Abandon() { abandoned_ = true; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<at::Tensor> slots_;  // guarded by mu_
+  absl::Status status_;            // guarded by mu_
+  bool finished_ = false;          // guarded by mu_
+  bool abandoned_ = false;
+  std::thread thread_;
+};
 
 // What a stage keeps of one micro-batch between its forward and its backward.
 struct InFlight {
@@ -29,7 +107,10 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
   const int m = static_cast<int>(micro_batches.size());
   const std::vector<Task> tasks = BuildSchedule(schedule_, num_stages_, m, stage_);
   std::vector<InFlight> state(m);
+  std::vector<bool> done(tasks.size(), false);
   PendingSends sends;
+  Prefetcher activations(first() ? nullptr : pipeline_, stage_ - 1, m, ActivationTag, device_);
+  Prefetcher gradients(last() ? nullptr : pipeline_, stage_ + 1, m, GradientTag, device_);
   double loss = 0;
 
   auto forward = [&](int i, bool with_graph) -> at::Tensor {
@@ -39,14 +120,13 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
     state[i].input = input;
     return model_.Forward(input, micro_batches[i]);
   };
-
-  for (size_t t = 0; t < tasks.size(); ++t) {
+  auto run = [&](size_t t) -> absl::Status {
     const int i = tasks[t].micro_batch;
+    done[t] = true;
     switch (tasks[t].kind) {
       case TaskKind::kForward: {
         if (!first()) {
-          absl::StatusOr<at::Tensor> input =
-              ReceiveTensor(*pipeline_, stage_ - 1, ActivationTag(i), device_);
+          absl::StatusOr<at::Tensor> input = activations.Take(i);
           if (!input.ok()) return input.status();
           state[i].input = *input;
         }
@@ -58,22 +138,21 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
           loss += weights[i] * output.detach().to(at::kDouble).item<double>();
         }
         if (keep) state[i].output = output;
-        break;
+        return absl::OkStatus();
       }
       case TaskKind::kRecompute: {
         const RngState live = RngState::Capture(device_);
         state[i].rng->Restore();
         state[i].output = forward(i, /*with_graph=*/true);
         live.Restore();
-        break;
+        return absl::OkStatus();
       }
       case TaskKind::kBackward: {
         at::Tensor output = state[i].output;
         if (last()) {
           if (weights[i] != 0) (output.to(at::kFloat) * (weights[i] * loss_scale)).backward();
         } else {
-          absl::StatusOr<at::Tensor> gradient =
-              ReceiveTensor(*pipeline_, stage_ + 1, GradientTag(i), device_);
+          absl::StatusOr<at::Tensor> gradient = gradients.Take(i);
           if (!gradient.ok()) return gradient.status();
           output.backward(*gradient);
         }
@@ -83,11 +162,40 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
                      stage_ - 1, GradientTag(i));
         }
         state[i] = InFlight();
-        break;
+        return absl::OkStatus();
       }
     }
+    return absl::OkStatus();
+  };
+  // Varuna's opportunistic rule: while the gradient a recompute is waiting for has not arrived,
+  // run the next forward if its input is here. Forwards still run in micro-batch order, so
+  // the live random stream, and with it every dropout mask, is the same as in list order.
+  auto next_forward = [&](size_t from) -> std::optional<size_t> {
+    for (size_t u = from; u < tasks.size(); ++u) {
+      if (!done[u] && tasks[u].kind == TaskKind::kForward) return u;
+    }
+    return std::nullopt;
+  };
+
+  absl::Status status;
+  for (size_t t = 0; t < tasks.size() && status.ok(); ++t) {
+    if (done[t]) continue;
+    if (tasks[t].kind == TaskKind::kRecompute) {
+      while (status.ok() && !gradients.Arrived(tasks[t].micro_batch)) {
+        const std::optional<size_t> f = next_forward(t + 1);
+        if (!f || !(first() || activations.Arrived(tasks[*f].micro_batch))) break;
+        status = run(*f);
+      }
+      if (!status.ok()) break;
+    }
+    status = run(t);
   }
-  if (absl::Status status = sends.WaitAll(); !status.ok()) return status;
+  if (status.ok()) status = sends.WaitAll();
+  if (!status.ok()) {
+    activations.Abandon();
+    gradients.Abandon();
+    return status;
+  }
   return loss;
 }
 

@@ -6,15 +6,16 @@
 // For each schedule it trains a GPT-2 (fp32, dropout on, Adam) on the same synthetic global
 // batches once in one process (P=1) and once split into --stages processes (P=2 by default, one
 // replica), re-executing this binary as the workers (tests/util/subprocess.h) with
-// OMP_NUM_THREADS=1, and prints one table:
+// OMP_NUM_THREADS=1, and prints a step-time table and a memory table:
 //   * step time: the mean over --steps timed steps (after --warmup steps) of the slowest rank's
 //     wall time of Varuna::step, for P=1 and P=2; the measured speed-up; the ideal
-//     P*m/(m+P-1) for m micro-batches; SimulateSchedule's speed-up (P * makespan(P=1) /
-//     makespan(P), recompute included) and bubble fraction (F=1, B=2, R=1 per stage);
+//     P*m/(m+P-1) for m micro-batches, and the same for stages of unequal model FLOPs (the last
+//     one holds the LM head); SimulateSchedule's speed-up (P * makespan(P=1) / makespan(P),
+//     recompute included) and bubble fraction (F=1, B=2, R=1 per stage);
 //   * memory per stage: the peak resident memory (VmHWM) of the worker minus its resident memory
-//     right after building the model and optimizer (so it includes gradients and Adam state,
-//     allocated by the first step), and the peak within the timed steps minus the resident
-//     memory before them (activations, stashed inputs and transient gradients only), next to
+//     right after building the model and optimizer (so it also counts gradients and the code
+//     pages the first step touches), and the peak within a measured step minus the resident
+//     memory before it (activations, stashed inputs and transient gradients only), next to
 //     SimulateSchedule's peak graphs and live micro-batches per stage.
 // Peaks come from /proc/self/status after resetting VmHWM through /proc/self/clear_refs, not
 // from getrusage's ru_maxrss, which survives exec and so starts at the parent's peak. Memory is
@@ -494,7 +495,7 @@ int RunBenchmark(const BenchConfig& config) {
       "\nMemory per stage (MiB), from separate runs of 1 warm-up + 1 measured step with "
       "MALLOC_MMAP_THRESHOLD_=%lld:\n"
       "  after build = RSS with model + optimizer built; peak-build = peak RSS minus after build "
-      "(adds grads, Adam state and\n  code pages touched by step 1); peak-step = peak RSS of the "
+      "(adds grads and code pages\n  touched by step 1); peak-step = peak RSS of the "
       "measured step minus RSS before it (activations, stashed\n  inputs, transient grads); "
       "timing peak = peak RSS of the timing run (glibc's default allocator);\n  sim graphs / "
       "sim live = SimulateSchedule's most graphs / live micro-batches held at once.\n",
