@@ -189,9 +189,15 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   return options;
 }
 
-// The vocabulary size known before any data is prepared: the tokenizer's, --vocab-size, the
-// sample run's, or GPT-2's 50,257.
-absl::StatusOr<int64_t> KnownVocabSize(const TrainerArguments& a) {
+// The vocabulary known before any data is prepared: the tokenizer's (with its EOD id),
+// --vocab-size, the sample run's, or GPT-2's 50,257. The sample run's tokenizer is made later
+// with exactly kSampleVocabSize pieces; its EOD id is read then.
+struct Vocabulary {
+  int64_t size = 0;
+  int64_t eod = -1;  // -1: unknown
+};
+
+absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
   if (!a.tokenizer_model.empty()) {
     auto tokenizer = data::LoadTokenizer(ResolveUserPath(a.tokenizer_model));
     if (!tokenizer.ok()) return tokenizer.status();
@@ -200,18 +206,24 @@ absl::StatusOr<int64_t> KnownVocabSize(const TrainerArguments& a) {
           "--vocab-size=", a.vocab_size, " differs from the ", (*tokenizer)->vocab_size(),
           " pieces of --tokenizer-model=", a.tokenizer_model, ": drop --vocab-size"));
     }
-    return (*tokenizer)->vocab_size();
+    return Vocabulary{(*tokenizer)->vocab_size(), (*tokenizer)->eod_id()};
   }
-  if (a.vocab_size > 0) return a.vocab_size;
-  return a.sample_run ? kSampleVocabSize : 50257;
+  if (a.vocab_size > 0) return Vocabulary{a.vocab_size, -1};
+  return Vocabulary{a.sample_run ? kSampleVocabSize : 50257, -1};
 }
 
 absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   // Everything that can be checked without touching a file is checked first.
-  absl::StatusOr<int64_t> known_vocab = KnownVocabSize(a);
-  if (!known_vocab.ok()) return known_vocab.status();
-  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, *known_vocab);
+  absl::StatusOr<Vocabulary> vocabulary = KnownVocabulary(a);
+  if (!vocabulary.ok()) return vocabulary.status();
+  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, vocabulary->size);
   if (!config.ok()) return config.status();
+  if ((a.eod_mask_loss || a.reset_position_ids || a.reset_attention_mask) && vocabulary->eod < 0 &&
+      !a.sample_run) {
+    return absl::InvalidArgumentError(
+        "--eod-mask-loss, --reset-position-ids and --reset-attention-mask need the EOD token: "
+        "give --tokenizer-model");
+  }
   if (a.print_model_summary) {
     std::printf("%s", gpt2::FormatSummary(*config, gpt2::Summarize(*config)).c_str());
     return absl::OkStatus();
@@ -301,16 +313,13 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
                              engine_options.stage_map.num_replicas(),
                              engine_options.stage_map.ToString()));
   }
-  int64_t vocab_size = *known_vocab;
-  int64_t eod = -1;
-  if (!tokenizer_model.empty()) {
+  if (a.sample_run) {
     auto tokenizer = data::LoadTokenizer(tokenizer_model);
     if (!tokenizer.ok()) return tokenizer.status();
-    vocab_size = (*tokenizer)->vocab_size();
-    eod = (*tokenizer)->eod_id();
+    vocabulary->eod = (*tokenizer)->eod_id();
   }
-  config = ModelConfig(a, vocab_size);
-  if (!config.ok()) return config.status();
+  const int64_t vocab_size = vocabulary->size;
+  const int64_t eod = vocabulary->eod;
   log.Info(gpt2::FormatSummary(*config, gpt2::Summarize(*config)));
 
   GptDataOptions data_options;
@@ -329,11 +338,6 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   data_options.batch.eod_mask_loss = a.eod_mask_loss;
   data_options.batch.reset_position_ids = a.reset_position_ids;
   data_options.batch.reset_attention_mask = a.reset_attention_mask;
-  if ((a.eod_mask_loss || a.reset_position_ids || a.reset_attention_mask) && eod < 0) {
-    return absl::InvalidArgumentError(
-        "--eod-mask-loss, --reset-position-ids and --reset-attention-mask need the EOD token: "
-        "give --tokenizer-model");
-  }
   absl::StatusOr<std::unique_ptr<GptData>> data = GptData::Open(data_options);
   if (!data.ok()) return data.status();
   log.Info(absl::StrCat("> data: ", (*data)->Describe()));

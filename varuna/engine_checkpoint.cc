@@ -6,17 +6,16 @@
 // "engine": the optimizer step count, the loss scaler's state and the CPU RNG state; under
 // "trainer": the caller's state.
 #include <ATen/ATen.h>
-#include <ATen/Context.h>
 
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "varuna/checkpoint_files.h"
+#include "varuna/rng_state.h"
 #include "varuna/varuna.h"
 
 namespace varuna {
@@ -24,22 +23,18 @@ namespace {
 
 // The state of `device`'s default generator (CPU: the Mersenne Twister; CUDA: seed and
 // offset), as hex.
-std::string RngState(const c10::Device& device) {
-  at::Generator generator = at::globalContext().defaultGenerator(device);
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  const at::Tensor state = generator.get_state().contiguous();
+std::string GeneratorStateHex(const c10::Device& device) {
+  const at::Tensor state = GeneratorState(device).contiguous();
   return absl::BytesToHexString(absl::string_view(static_cast<const char*>(state.data_ptr()),
                                                   static_cast<size_t>(state.numel())));
 }
 
-absl::Status SetRngState(const c10::Device& device, const std::string& hex) {
+absl::Status SetGeneratorStateHex(const c10::Device& device, const std::string& hex) {
   const std::string bytes = absl::HexStringToBytes(hex);
   at::Tensor state = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
-  at::Generator generator = at::globalContext().defaultGenerator(device);
-  std::lock_guard<std::mutex> lock(generator.mutex());
   try {
-    generator.set_state(state);
+    SetGeneratorState(device, state);
   } catch (const std::exception& e) {
     return absl::DataLossError(
         absl::StrCat("the saved RNG state of ", device.str(), " is invalid: ", e.what()));
@@ -72,8 +67,8 @@ absl::Status Varuna::checkpoint(const std::string& save_dir, int64_t iteration,
   engine.Set("num_segments", model_->num_segments());
   engine.Set("optimizer_steps", optimizer_->step_count());
   engine.Set("loss_scaler", std::move(scaler_json));
-  engine.Set("cpu_rng_state", RngState(c10::Device(c10::kCPU)));
-  if (options_.device.is_cuda()) engine.Set("cuda_rng_state", RngState(options_.device));
+  engine.Set("cpu_rng_state", GeneratorStateHex(c10::Device(c10::kCPU)));
+  if (options_.device.is_cuda()) engine.Set("cuda_rng_state", GeneratorStateHex(options_.device));
   data.metadata = json::Value::MakeObject();
   data.metadata.Set("engine", std::move(engine));
   data.metadata.Set("trainer", trainer_state);
@@ -144,12 +139,14 @@ absl::StatusOr<Varuna::Loaded> Varuna::load_checkpoint(const std::string& load_d
   // The RNG states are the one thing left that can be rejected: restore them first. A CUDA
   // state is restored only onto a CUDA device (a run resumed on another device type draws
   // its dropout from a fresh generator there).
-  if (absl::Status status = SetRngState(c10::Device(c10::kCPU), rng->as_string()); !status.ok()) {
+  if (absl::Status status = SetGeneratorStateHex(c10::Device(c10::kCPU), rng->as_string());
+      !status.ok()) {
     return status;
   }
   const json::Value* cuda_rng = engine->Find("cuda_rng_state");
   if (options_.device.is_cuda() && cuda_rng != nullptr && cuda_rng->is_string()) {
-    if (absl::Status status = SetRngState(options_.device, cuda_rng->as_string()); !status.ok()) {
+    if (absl::Status status = SetGeneratorStateHex(options_.device, cuda_rng->as_string());
+        !status.ok()) {
       return status;
     }
   }

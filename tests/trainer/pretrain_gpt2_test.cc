@@ -263,6 +263,7 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--split=a,b"}, 1, "--split"},
       {{"--device=tpu"}, 2, "--device=tpu is not a device"},
       {{"--resume_step=3"}, 2, "--resume_step=3 needs --load=DIR"},
+      {{"--eod-mask-loss"}, 1, "need the EOD token: give --tokenizer-model"},
       {{"--load=" + dir_ + "/no_checkpoints"}, 1, dir_ + "/no_checkpoints"},
   };
   std::vector<std::string> files_before;

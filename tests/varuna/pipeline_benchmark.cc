@@ -52,6 +52,7 @@
 #include "models/gpt2/flops.h"
 #include "models/gpt2/model.h"
 #include "tests/util/subprocess.h"
+#include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
 #include "varuna/schedule.h"
 #include "varuna/varuna.h"
@@ -221,20 +222,14 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   options.batch_size = config.global_batch();
   options.chunk_size = config.chunk_size;
   options.schedule = *ParseScheduleKind(args.at("schedule"));
-  if (P > 1) {
-    comm::WorldOptions w;
-    w.rank = rank;
-    w.world_size = P;
-    w.master_port = std::stoi(args.at("port"));
-    w.timeout = std::chrono::seconds(120);
-    auto joined = comm::World::Join(w);
-    if (!joined.ok()) {
-      std::fprintf(stderr, "join: %s\n", std::string(joined.status().message()).c_str());
-      return 3;
-    }
-    world = std::move(*joined);
-    options.world = world.get();
+  auto joined =
+      testing::JoinLocalJob(rank, P, std::stoi(args.at("port")), std::chrono::seconds(120));
+  if (!joined.ok()) {
+    std::fprintf(stderr, "join: %s\n", std::string(joined.status().message()).c_str());
+    return 3;
   }
+  world = std::move(*joined);
+  options.world = world.get();
   at::manual_seed(5);
   auto engine =
       Varuna::Create(gpt2::Gpt2StageBuilder(config.model, 42), config.model.num_layers, options);

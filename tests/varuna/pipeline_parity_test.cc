@@ -23,6 +23,7 @@
 #include "models/gpt2/config.h"
 #include "models/gpt2/model.h"
 #include "tests/util/subprocess.h"
+#include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
 #include "varuna/safetensors.h"
 #include "varuna/varuna.h"
@@ -89,20 +90,14 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   const int poison_step = std::stoi(args.at("poison_step"));
   const int die_step = std::stoi(args.at("die_step"));
   const bool learnable = args.at("learnable") == "1";
-  if (P * D > 1) {
-    comm::WorldOptions w;
-    w.rank = rank;
-    w.world_size = P * D;
-    w.master_port = std::stoi(args.at("port"));
-    w.timeout = std::chrono::seconds(60);
-    auto joined = comm::World::Join(w);
-    if (!joined.ok()) {
-      std::fprintf(stderr, "join: %s\n", std::string(joined.status().message()).c_str());
-      return 3;
-    }
-    world = std::move(*joined);
-    options.world = world.get();
+  auto joined =
+      testing::JoinLocalJob(rank, P * D, std::stoi(args.at("port")), std::chrono::seconds(60));
+  if (!joined.ok()) {
+    std::fprintf(stderr, "join: %s\n", std::string(joined.status().message()).c_str());
+    return 3;
   }
+  world = std::move(*joined);
+  options.world = world.get();
   at::manual_seed(5);  // Dropout's stream; the same on every rank.
   const gpt2::Gpt2Config config = Config(std::stod(args.at("dropout")));
   auto engine = Varuna::Create(gpt2::Gpt2StageBuilder(config, 42), config.num_layers, options);
