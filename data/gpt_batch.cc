@@ -40,8 +40,7 @@ absl::StatusOr<GptBatch> MakeGptBatch(const at::Tensor& samples, const GptBatchO
   }
   const int64_t b = samples.size(0);
   const int64_t s = samples.size(1) - 1;
-  const at::Tensor source = samples.to(at::kLong).contiguous();
-  const int64_t* in = source.data_ptr<int64_t>();
+  const at::Tensor source = samples.contiguous();  // No copy when it already is.
 
   GptBatch batch;
   const at::TensorOptions long_options = at::TensorOptions().dtype(at::kLong);
@@ -59,25 +58,32 @@ absl::StatusOr<GptBatch> MakeGptBatch(const at::Tensor& samples, const GptBatchO
     attention = batch.attention_mask.data_ptr<bool>();
   }
 
-  for (int64_t r = 0; r < b; ++r) {
-    const int64_t* row = in + r * (s + 1);
-    // Position just after the last EOD seen so far in this row: where the current document
-    // starts (0 before any EOD).
-    int64_t document_start = 0;
-    for (int64_t p = 0; p < s; ++p) {
-      const int64_t token = row[p];
-      const bool eod = uses_eod && token == options.eod_token;
-      tokens[r * s + p] = token;
-      labels[r * s + p] = row[p + 1];
-      loss_mask[r * s + p] = eod && options.eod_mask_loss ? 0.0f : 1.0f;
-      position_ids[r * s + p] = options.reset_position_ids ? p - document_start : p;
-      if (attention != nullptr) {
-        // Query p may see keys [document_start, p]; everything else is masked.
-        bool* mask_row = attention + (r * s + p) * s;
-        for (int64_t k = 0; k < s; ++k) mask_row[k] = k > p || k < document_start;
+  auto fill = [&](const auto* in) {
+    for (int64_t r = 0; r < b; ++r) {
+      const auto* row = in + r * (s + 1);
+      // Position just after the last EOD seen so far in this row: where the current document
+      // starts (0 before any EOD).
+      int64_t document_start = 0;
+      for (int64_t p = 0; p < s; ++p) {
+        const int64_t token = row[p];
+        const bool eod = uses_eod && token == options.eod_token;
+        tokens[r * s + p] = token;
+        labels[r * s + p] = row[p + 1];
+        loss_mask[r * s + p] = eod && options.eod_mask_loss ? 0.0f : 1.0f;
+        position_ids[r * s + p] = options.reset_position_ids ? p - document_start : p;
+        if (attention != nullptr) {
+          // Query p may see keys [document_start, p]; everything else is masked.
+          bool* mask_row = attention + (r * s + p) * s;
+          for (int64_t k = 0; k < s; ++k) mask_row[k] = k > p || k < document_start;
+        }
+        if (eod) document_start = p + 1;
       }
-      if (eod) document_start = p + 1;
     }
+  };
+  if (source.scalar_type() == at::kInt) {
+    fill(source.data_ptr<int32_t>());
+  } else {
+    fill(source.data_ptr<int64_t>());
   }
   return batch;
 }

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varuna/posix_file.h"
 
 namespace data {
 namespace {
@@ -140,7 +141,7 @@ int NpyItemSize(NpyDtype dtype) {
   return dtype == NpyDtype::kInt32 || dtype == NpyDtype::kUInt32 ? 4 : 8;
 }
 
-absl::StatusOr<NpyHeader> ParseNpyHeader(const std::string& bytes, const std::string& name) {
+absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes, const std::string& name) {
   if (bytes.size() < kMagicSize + 2 || bytes.compare(0, kMagicSize, kMagic) != 0) {
     return HeaderError(name, "it does not start with the magic \"\\x93NUMPY\"");
   }
@@ -165,7 +166,7 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(const std::string& bytes, const std::st
     return HeaderError(
         name, absl::StrCat("the header claims ", header_length, " bytes but the file is shorter"));
   }
-  const std::string dict = bytes.substr(8 + length_size, header_length);
+  const std::string dict(bytes.substr(8 + length_size, header_length));
   DictParser parser(dict);
   std::string descr;
   bool have_descr = false, have_order = false, have_shape = false, fortran = false;
@@ -268,17 +269,8 @@ absl::StatusOr<NpyArray> NpyArray::Load(const std::string& path) {
   std::shared_ptr<const char> mapping(static_cast<const char*>(map), [file_size](const char* p) {
     if (p != nullptr) ::munmap(const_cast<char*>(p), file_size);
   });
-  // The header is at most a few kB; 2.0/3.0 headers may be longer, so read what it claims.
-  std::string head(mapping.get(), std::min<size_t>(file_size, 12));
-  if (head.size() >= 12 && head.compare(0, kMagicSize, kMagic) == 0) {
-    const size_t length_size = static_cast<unsigned char>(head[6]) == 1 ? 2 : 4;
-    uint64_t header_length = 0;
-    for (size_t i = 0; i < length_size; ++i) {
-      header_length |= static_cast<uint64_t>(static_cast<unsigned char>(head[8 + i])) << (8 * i);
-    }
-    head.assign(mapping.get(), std::min<uint64_t>(file_size, 8 + length_size + header_length));
-  }
-  absl::StatusOr<NpyHeader> header = ParseNpyHeader(head, path);
+  absl::StatusOr<NpyHeader> header =
+      ParseNpyHeader(absl::string_view(mapping.get(), file_size), path);
   if (!header.ok()) return header.status();
   int64_t count = 1;
   for (int64_t dim : header->shape) {
@@ -314,44 +306,17 @@ absl::StatusOr<NpyArray> NpyArray::Load(const std::string& path) {
 
 absl::Status WriteNpy(const std::string& path, const NpyArray& array) {
   const std::string header = NpyHeaderBytes(array.dtype(), array.shape());
-  std::string temp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0) {
+  const size_t data_bytes = static_cast<size_t>(array.size()) * NpyItemSize(array.dtype());
+  const absl::Status status = varuna::WriteFileAtomically(
+      path, path + ".tmp.",
+      {header, absl::string_view(static_cast<const char*>(array.data()), data_bytes)});
+  if (status.ok()) return status;
+  if (absl::IsPermissionDenied(status) || absl::IsNotFound(status)) {
     return absl::PermissionDeniedError(
-        absl::StrCat("cannot create a temporary file next to ", path, ": ", ErrnoText(),
+        absl::StrCat("cannot create a temporary file next to ", path, ": ", status.message(),
                      "; make the directory writable or choose another directory"));
   }
-  // mkstemp creates the file 0600; other users' jobs may share the cache.
-  ::fchmod(fd, 0644);
-  const size_t data_bytes = static_cast<size_t>(array.size()) * NpyItemSize(array.dtype());
-  auto write_all = [fd](const char* p, size_t n) {
-    while (n > 0) {
-      const ssize_t written = ::write(fd, p, n);
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      p += written;
-      n -= static_cast<size_t>(written);
-    }
-    return true;
-  };
-  bool ok = write_all(header.data(), header.size()) &&
-            write_all(static_cast<const char*>(array.data()), data_bytes) && ::fsync(fd) == 0;
-  std::string what = ok ? "" : ErrnoText();
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    what = ErrnoText();
-  }
-  if (ok && ::rename(temp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    what = ErrnoText();
-  }
-  if (!ok) {
-    ::unlink(temp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", what));
-  }
-  return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cannot write ", path, ": ", status.message()));
 }
 
 }  // namespace data

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace data {
 
@@ -64,7 +65,7 @@ struct NpyHeader {
 // Parses the start of a .npy file (`bytes` may hold more than the header). `name` (a file
 // name) goes into error messages. Returns InvalidArgument (bad magic, version, dict syntax,
 // unsupported descr, big-endian data, Fortran order of a 2-D array, ...) saying what is wrong.
-absl::StatusOr<NpyHeader> ParseNpyHeader(const std::string& bytes, const std::string& name);
+absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes, const std::string& name);
 
 // The preamble NumPy's np.save writes (version 1.0) for an array of `dtype` and `shape`:
 // magic, version, length, dict, padding and '\n'; its length is a multiple of 64.

@@ -51,19 +51,9 @@ json::Value ChecksumJson(const FileChecksum& checksum) {
 // Writes `content` to dir/name through a temporary name, fsynced, then renamed.
 absl::Status WriteFileDurably(const std::string& dir, const std::string& name,
                               absl::string_view content, FileChecksum* checksum) {
-  absl::StatusOr<PosixFile> file = PosixFile::CreateUnique(Join(dir, "." + name + ".tmp-"));
-  if (!file.ok()) return file.status();
-  const std::string temp = file->path();
-  absl::Status status = file->Write(content.data(), content.size());
-  if (status.ok()) status = file->Sync();
-  if (absl::Status closed = file->Close(); status.ok()) status = closed;
-  if (status.ok() && ::rename(temp.c_str(), Join(dir, name).c_str()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("cannot rename ", temp, " to ", Join(dir, name)));
-  }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
+  absl::Status status =
+      WriteFileAtomically(Join(dir, name), Join(dir, "." + name + ".tmp-"), {content});
+  if (!status.ok()) return status;
   if (checksum != nullptr) *checksum = {content.size(), Crc32c(content.data(), content.size())};
   return absl::OkStatus();
 }
@@ -76,17 +66,15 @@ absl::Status WriteCheckpointFiles(const std::string& dir, const CheckpointData& 
     FileRecord record;
     record.name = SegmentFileName(segment);
     record.segment = segment;
-    const std::string temp = Join(dir, "." + record.name + ".tmp");
     const std::map<std::string, std::string> file_metadata = {
         {"format", "pt"},
         {"iteration", absl::StrCat(data.iteration)},
         {"segment", absl::StrCat(segment)}};
-    absl::Status status = WriteSafetensors(temp, tensors, file_metadata, &record.checksum);
+    // `dir` is private until Publish moves it into place, so files go in under their names.
+    absl::Status status =
+        WriteSafetensors(Join(dir, record.name), tensors, file_metadata, &record.checksum);
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("segment ", segment, ": ", status.message()));
-    }
-    if (::rename(temp.c_str(), Join(dir, record.name).c_str()) != 0) {
-      return ErrnoStatus(errno, absl::StrCat("cannot rename ", temp, " to ", record.name));
     }
     records.push_back(std::move(record));
   }
@@ -412,8 +400,7 @@ absl::Status VerifyCheckpoint(const std::string& load_dir, int64_t iteration,
   return LoadManifest(load_dir, iteration, check).status();
 }
 
-absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, std::string* note,
-                                                  CheckpointCheck check) {
+absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, std::string* note) {
   std::error_code error;
   if (!fs::is_directory(load_dir, error)) {
     return absl::NotFoundError(
@@ -430,7 +417,7 @@ absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, s
         absl::StrCat(kCheckpointTrackerFile, " holds \"", absl::StripAsciiWhitespace(*tracker),
                      "\", not an iteration number");
     tracked = -1;
-  } else if (absl::Status s = VerifyCheckpoint(load_dir, tracked, check); !s.ok()) {
+  } else if (absl::Status s = VerifyCheckpoint(load_dir, tracked); !s.ok()) {
     tracker_problem = absl::StrCat(kCheckpointTrackerFile, " names iteration ", tracked,
                                    ", which is not usable: ", s.message());
   } else {
@@ -443,7 +430,7 @@ absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, s
   std::vector<std::string> rejected;
   for (int64_t iteration : ListCheckpointIterations(load_dir)) {
     if (iteration == tracked) continue;  // already rejected above
-    absl::Status s = VerifyCheckpoint(load_dir, iteration, check);
+    absl::Status s = VerifyCheckpoint(load_dir, iteration);
     if (s.ok()) {
       if (note != nullptr) {
         *note = absl::StrCat("resuming from iteration ", iteration,

@@ -10,10 +10,10 @@
 //   <save_dir>/latest_checkpointed_iteration.txt   Megatron's tracker: the iteration number
 //
 // Atomicity: a checkpoint is assembled in a hidden sibling directory
-// (".varuna_ckpt_<iteration>.tmp-XXXXXX"); each file is written under a temporary name,
-// fsynced and renamed; COMPLETE comes last; the directory is fsynced and renamed into place
-// (an existing checkpoint of the same iteration is swapped out only once the new one is
-// complete); the save directory is fsynced; then the tracker is replaced atomically. A
+// (".varuna_ckpt_<iteration>.tmp-XXXXXX") that no reader looks at; each file is written and
+// fsynced (the small ones through a temporary name); COMPLETE comes last; the directory is fsynced
+// and renamed into place (an existing checkpoint of the same iteration is swapped out only once the
+// new one is complete); the save directory is fsynced; then the tracker is replaced atomically. A
 // crash at any point leaves either the old state or the new one, plus at worst a hidden
 // temporary directory, which readers ignore.
 //
@@ -84,13 +84,12 @@ absl::Status VerifyCheckpoint(const std::string& load_dir, int64_t iteration,
                               CheckpointCheck check = CheckpointCheck::kSizes);
 
 // The iteration to resume from: the tracker's, if that checkpoint is complete and intact
-// (verified with `check`), else the newest complete and intact varuna_ckpt_* in load_dir.
+// (VerifyCheckpoint with kSizes), else the newest complete and intact varuna_ckpt_* in load_dir.
 // If `note` is not null it receives one line saying which was chosen and why (e.g. why
 // the tracker was not followed). Errors: NotFound when load_dir does not exist or holds no
 // complete and intact checkpoint; the message lists what was found and what was wrong.
 absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir,
-                                                  std::string* note = nullptr,
-                                                  CheckpointCheck check = CheckpointCheck::kSizes);
+                                                  std::string* note = nullptr);
 
 // Reads load_dir/varuna_ckpt_<iteration>: the caller's metadata and the tensors of
 // `segments` (empty: all segments), as owning CPU tensors. Verifies the checkpoint

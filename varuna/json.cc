@@ -185,9 +185,6 @@ void AppendUtf8(uint32_t code_point, std::string* out) {
   }
 }
 
-// ---------------------------------------------------------------------------------------
-// Parser: recursive descent over the text, with the position of the first error.
-
 }  // namespace internal
 
 bool IsValidUtf8(absl::string_view s) {

@@ -28,18 +28,23 @@ struct FlagSpec {
   const char* name;  // canonical spelling
   FlagType type;
   const char* help;
+  int LaunchOptions::*field = nullptr;  // The option a kInt flag sets.
 };
 
-constexpr FlagSpec kFlags[] = {
-    {"nstages", FlagType::kInt, "pipeline stages P (required)"},
-    {"chunk_size", FlagType::kInt, "micro-batch size (required)"},
-    {"batch_size", FlagType::kInt, "global batch size over all replicas (required)"},
-    {"gpus_per_node", FlagType::kInt, "worker processes per node (default 1)"},
-    {"nnodes", FlagType::kInt, "nodes in the job (default 1)"},
-    {"node_rank", FlagType::kInt, "this node's index in [0, nnodes) (default 0)"},
+const FlagSpec kFlags[] = {
+    {"nstages", FlagType::kInt, "pipeline stages P (required)", &LaunchOptions::nstages},
+    {"chunk_size", FlagType::kInt, "micro-batch size (required)", &LaunchOptions::chunk_size},
+    {"batch_size", FlagType::kInt, "global batch size over all replicas (required)",
+     &LaunchOptions::batch_size},
+    {"gpus_per_node", FlagType::kInt, "worker processes per node (default 1)",
+     &LaunchOptions::gpus_per_node},
+    {"nnodes", FlagType::kInt, "nodes in the job (default 1)", &LaunchOptions::nnodes},
+    {"node_rank", FlagType::kInt, "this node's index in [0, nnodes) (default 0)",
+     &LaunchOptions::node_rank},
     {"master_addr", FlagType::kString, "host of rank 0's rendezvous store (default 127.0.0.1)"},
     {"master_port", FlagType::kInt,
-     "port of the rendezvous store (default 29500; 0 = a free port, one node only)"},
+     "port of the rendezvous store (default 29500; 0 = a free port, one node only)",
+     &LaunchOptions::master_port},
     {"grace_seconds", FlagType::kDouble,
      "seconds between SIGTERM and SIGKILL when stopping workers (default 10)"},
 };
@@ -79,15 +84,14 @@ absl::Status Assign(const FlagSpec& flag, const std::string& value, LaunchOption
         absl::StrCat("--", name, "=\"", value, "\" is not an integer: give a whole number, e.g. --",
                      name, "=", name == "master_port" ? "29500" : "2"));
   }
-  int* target = name == "nstages"         ? &options.nstages
-                : name == "chunk_size"    ? &options.chunk_size
-                : name == "batch_size"    ? &options.batch_size
-                : name == "gpus_per_node" ? &options.gpus_per_node
-                : name == "nnodes"        ? &options.nnodes
-                : name == "node_rank"     ? &options.node_rank
-                                          : &options.master_port;
-  *target = parsed;
+  options.*flag.field = parsed;
   return absl::OkStatus();
+}
+
+// The name of a `--name=value` or `--name` argument.
+std::string FlagName(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  return arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
 }
 
 // "1, 2, 4" for 4.
@@ -185,7 +189,7 @@ absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& a
                        "\": launcher flags are written --name=value; see --help"));
     }
     const size_t eq = arg.find('=');
-    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const std::string name = FlagName(arg);
     const FlagSpec* flag = FindFlag(FlagKey(name));
     if (flag == nullptr) {
       std::vector<std::string> known;
@@ -311,8 +315,7 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
   for (size_t i = 1; i < options.command.size(); ++i) {
     const std::string& arg = options.command[i];
     if (arg.rfind("--", 0) != 0) continue;
-    const std::string name =
-        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    const std::string name = FlagName(arg);
     if (PerProcessFlags().count(FlagKey(name)) > 0) {
       return invalid("the worker flag ", arg,
                      " is set by the launcher for each process (--rank, --local_rank, "

@@ -123,4 +123,22 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::Status WriteFileAtomically(const std::string& path, const std::string& temp_prefix,
+                                 std::initializer_list<absl::string_view> pieces) {
+  absl::StatusOr<PosixFile> file = PosixFile::CreateUnique(temp_prefix);
+  if (!file.ok()) return file.status();
+  const std::string temp = file->path();
+  absl::Status status;
+  for (absl::string_view piece : pieces) {
+    if (status.ok()) status = file->Write(piece.data(), piece.size());
+  }
+  if (status.ok()) status = file->Sync();
+  if (absl::Status closed = file->Close(); status.ok()) status = closed;
+  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    status = ErrnoStatus(errno, absl::StrCat("cannot rename ", temp, " to ", path));
+  }
+  if (!status.ok()) ::unlink(temp.c_str());
+  return status;
+}
+
 }  // namespace varuna

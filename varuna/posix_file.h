@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "absl/status/status.h"
@@ -61,6 +62,13 @@ class PosixFile {
 
 // fsyncs a directory so that entries created, renamed or removed in it are durable.
 absl::Status SyncDirectory(const std::string& dir);
+
+// Writes the concatenation of `pieces` to `path` so that readers see the old file or the
+// whole new one, never a part: into a new file named `temp_prefix` + 6 random characters
+// (mode 0644), fsynced, closed, then renamed to `path`. On any error the temporary file is
+// removed and `path` is untouched; the status has the errno's code and names the file.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& temp_prefix,
+                                 std::initializer_list<absl::string_view> pieces);
 
 }  // namespace varuna
 

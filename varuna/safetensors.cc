@@ -119,13 +119,14 @@ absl::StatusOr<WritePlan> PlanWrite(absl::string_view target, const NamedTensors
                      return *a.name < *b.name;
                    });
 
-  json::Value header = json::Value::MakeObject();
+  // Names are unique (and the metadata map's keys sorted and unique), so build the member
+  // lists directly instead of with Set's linear search.
+  json::Value::Object members;
   if (!metadata.empty()) {
-    json::Value& map = header.Set("__metadata__", json::Value::MakeObject());
-    for (const auto& [key, value] : metadata) map.Set(key, value);
+    json::Value::Object entries;
+    for (const auto& [key, value] : metadata) entries.emplace_back(key, value);
+    members.emplace_back("__metadata__", json::Value(std::move(entries)));
   }
-  // Names are unique, so build the member list directly instead of Set's linear search.
-  json::Value::Object members = header.as_object();
   uint64_t offset = 0;
   for (const PlannedTensor& planned : plan.tensors) {
     json::Value info = json::Value::MakeObject();

@@ -76,10 +76,7 @@ class Supervisor {
   int Supervise(int signal_fd) {
     while (true) {
       Reap();
-      if (std::none_of(workers_.begin(), workers_.end(),
-                       [](const Worker& w) { return w.running; })) {
-        break;
-      }
+      if (!AnyRunning()) break;
       if (kill_at_ && Clock::now() >= *kill_at_) KillRunning();
       int timeout_ms = 1000;  // a safety net; SIGCHLD normally wakes the loop
       if (kill_at_) {

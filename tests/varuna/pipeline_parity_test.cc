@@ -166,7 +166,6 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   }
   auto eval = v.evaluate(ReplicaSlice(GlobalBatch(999), v.replica(), D));
   if (!eval.ok()) return 9;
-  std::ofstream(out + "/eval_" + std::to_string(rank) + ".txt") << std::to_string(*eval);
   char text[64];
   std::snprintf(text, sizeof(text), "%.17g", *eval);
   std::ofstream(out + "/eval_" + std::to_string(rank) + ".txt") << text;
