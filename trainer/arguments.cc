@@ -65,6 +65,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("save", &a.save, "directory for checkpoints");
   p.Add("save-interval", &a.save_interval, "steps between checkpoints (0: only at the end)");
   p.Add("load", &a.load, "directory to resume from (newest complete checkpoint)");
+  p.Add("load-iteration", &a.resume_step, "resume from this iteration (= --resume_step)");
+  p.Add("keep-last", &a.keep_last, "keep only the newest N complete checkpoints (0: all)");
+  p.Add("checkpoint-tmpdir", &a.checkpoint_tmpdir,
+        "stage checkpoints on this local disk, move them to --save in the background");
+  p.Add("shard", &a.shard, "the replicas of each stage split the checkpoint writing");
   p.Add("metrics-file", &a.metrics_file, "also write every log line as JSON to this file");
   p.Add("varuna", &a.varuna, "run under the Varuna engine (always on; accepted for scripts)");
   p.Add("stage_to_rank_map", &a.stage_to_rank_map, "Varuna stage map, e.g. \"0,2;1,3;\"");
@@ -167,6 +172,17 @@ absl::Status Validate(const TrainerArguments& a) {
   if (a.distributed_timeout_minutes < 1) {
     return Invalid(absl::StrCat("--distributed-timeout-minutes=", a.distributed_timeout_minutes,
                                 " must be at least 1"));
+  }
+  if (a.keep_last < 0) {
+    return Invalid(
+        absl::StrCat("--keep-last=", a.keep_last, " must be >= 1 (or 0 to keep every checkpoint)"));
+  }
+  for (const auto& [flag, given] : {std::pair<const char*, bool>{"--keep-last", a.keep_last > 0},
+                                    {"--checkpoint-tmpdir", !a.checkpoint_tmpdir.empty()},
+                                    {"--shard", a.shard}}) {
+    if (given && a.save.empty()) {
+      return Invalid(absl::StrCat(flag, " needs --save=DIR (where checkpoints go)"));
+    }
   }
   if (a.resume_step >= 0 && a.load.empty()) {
     return Invalid(absl::StrCat("--resume_step=", a.resume_step,

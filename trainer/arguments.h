@@ -67,6 +67,9 @@ struct TrainerArguments {
   std::string save;
   int64_t save_interval = 0;
   std::string load;
+  int64_t keep_last = 0;          // Keep the newest N complete checkpoints; 0: all.
+  std::string checkpoint_tmpdir;  // Stage checkpoints here (Varuna's tempdir); empty: none.
+  bool shard = false;             // Replicas split the checkpoint writing (Varuna's --shard).
   std::string metrics_file;
 
   // Varuna.
@@ -75,7 +78,7 @@ struct TrainerArguments {
   int chunk_size = 0;
   int rank = -1;
   int local_rank = -1;
-  int64_t resume_step = -1;
+  int64_t resume_step = -1;  // Also --load-iteration.
   bool profiling = false;
   std::string schedule = "varuna";  // varuna, gpipe or 1f1b
   int distributed_timeout_minutes = 10;

@@ -101,7 +101,8 @@ std::string FlagParser::Suggest(const std::string& key) const {
   return best.empty() ? "" : absl::StrCat(" (did you mean --", best, "?)");
 }
 
-absl::Status FlagParser::Parse(const std::vector<std::string>& args) {
+absl::Status FlagParser::Parse(const std::vector<std::string>& args,
+                               std::vector<std::string>* positional) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -109,6 +110,10 @@ absl::Status FlagParser::Parse(const std::vector<std::string>& args) {
       return absl::OkStatus();
     }
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+      if (positional != nullptr) {
+        positional->push_back(arg);
+        continue;
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           "unexpected argument \"", arg, "\": every argument is a flag --name=value (see --help)"));
     }

@@ -4,7 +4,8 @@
 // --stage_to_rank_map); both spellings of every flag are accepted, since launch scripts mix
 // them. Values come as `--name=value` or `--name value`; a boolean flag alone (`--fp16`) means
 // true, and `--fp16=false` is accepted. Parsing fails, naming the flag, on an unknown flag
-// (suggesting the closest known one), a missing or malformed value, or a positional argument.
+// (suggesting the closest known one), a missing or malformed value, or a positional argument
+// where none is expected.
 //
 // Thread safety: none. The parser stores pointers to the caller's variables, which must
 // outlive it.
@@ -32,8 +33,10 @@ class FlagParser {
   void Add(const std::string& name, bool* value, const std::string& help);
 
   // Parses `args` (without the program name) into the registered variables. "--help" sets
-  // help_requested() and stops. Returns InvalidArgument naming the offending flag.
-  absl::Status Parse(const std::vector<std::string>& args);
+  // help_requested() and stops. Returns InvalidArgument naming the offending flag. Arguments
+  // that are not flags go to `positional` (in order), or are an error if it is null.
+  absl::Status Parse(const std::vector<std::string>& args,
+                     std::vector<std::string>* positional = nullptr);
 
   bool help_requested() const { return help_requested_; }
 

@@ -35,6 +35,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/paths.h"
 #include "trainer/sample_corpus.h"
+#include "trainer/stop_signal.h"
 #include "trainer/throughput.h"
 #include "trainer/training_log.h"
 #include "varuna/checkpoint_files.h"
@@ -77,6 +78,8 @@ Value ModelJson(const gpt2::Gpt2Config& c) {
   out.Set("seq_length", c.seq_length);
   out.Set("max_position_embeddings", c.max_position_embeddings);
   out.Set("padded_vocab_size", c.padded_vocab_size());
+  out.Set("vocab_size", c.vocab_size);
+  out.Set("layernorm_epsilon", c.layernorm_epsilon);
   return out;
 }
 
@@ -120,22 +123,41 @@ absl::StatusOr<double> Evaluate(varuna::Varuna& engine, const GptData& data, dat
   return total / static_cast<double>(eval_iters);
 }
 
+// What a checkpoint records besides the engine's state.
+struct SavedContext {
+  Value model;                  // ModelJson
+  std::string tokenizer_model;  // absolute path, for export_hf
+  Value lr_schedule;
+  std::string data_fingerprint;
+};
+
 absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const TrainingState& state,
-                  const Value& model, const GptData& data, TrainingLog& log) {
+                  const SavedContext& context, TrainingLog& log) {
   Value trainer = Value::MakeObject();
   trainer.Set("iteration", state.iteration);
   trainer.Set("consumed_samples", state.consumed_samples);
   trainer.Set("skipped_iterations", state.skipped);
-  trainer.Set("model", model);
-  trainer.Set("data_fingerprint", absl::StrFormat("%016x", data.indexed().Fingerprint()));
+  trainer.Set("model", context.model);
+  trainer.Set("tokenizer_model", context.tokenizer_model);
+  trainer.Set("lr_schedule", context.lr_schedule);
+  trainer.Set("data_fingerprint", context.data_fingerprint);
+  varuna::CheckpointOptions options;
+  options.save_dir = ResolveUserPath(a.save);
+  options.staging_dir = a.checkpoint_tmpdir.empty() ? "" : ResolveUserPath(a.checkpoint_tmpdir);
+  options.shard = a.shard;
+  options.keep_last = static_cast<int>(a.keep_last);
   const auto start = std::chrono::steady_clock::now();
-  if (absl::Status status = engine.checkpoint(ResolveUserPath(a.save), state.iteration, trainer);
-      !status.ok()) {
+  if (absl::Status status = engine.checkpoint(options, state.iteration, trainer); !status.ok()) {
     return status;
   }
-  log.Info(absl::StrFormat(
-      "saved checkpoint at iteration %d to %s in %.2f s", state.iteration, a.save,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log.Info(options.staging_dir.empty()
+               ? absl::StrFormat("saved checkpoint at iteration %d to %s in %.2f s",
+                                 state.iteration, a.save, seconds)
+               : absl::StrFormat("staged checkpoint at iteration %d in %s in %.2f s; moving it to "
+                                 "%s in the background",
+                                 state.iteration, a.checkpoint_tmpdir, seconds, a.save));
   return absl::OkStatus();
 }
 
@@ -241,11 +263,6 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
         "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", world_size,
         " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
         "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
-  }
-  if (world_size > 1 && (!a.save.empty() || !a.load.empty())) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--save and --load need one process in this build (this job has ", world_size,
-        "): checkpoints of multi-process runs come with the sharded checkpoint writer"));
   }
   if (!a.load.empty()) {
     const std::string load = ResolveUserPath(a.load);
@@ -373,7 +390,19 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
                        decay_steps});
 
   // Resume.
-  const Value model_json = ModelJson(*config);
+  SavedContext saved_context;
+  saved_context.model = ModelJson(*config);
+  saved_context.tokenizer_model =
+      tokenizer_model.empty() ? "" : std::filesystem::absolute(tokenizer_model).string();
+  saved_context.lr_schedule = Value::MakeObject();
+  saved_context.lr_schedule.Set("lr", a.lr);
+  saved_context.lr_schedule.Set("min_lr", a.min_lr);
+  saved_context.lr_schedule.Set("decay_style", a.lr_decay_style);
+  saved_context.lr_schedule.Set("decay_iters", decay_steps);
+  saved_context.lr_schedule.Set("warmup_iters",
+                                static_cast<int64_t>(a.warmup * static_cast<double>(decay_steps)));
+  saved_context.data_fingerprint = absl::StrFormat("%016x", (*data)->indexed().Fingerprint());
+  const Value& model_json = saved_context.model;
   TrainingState state;
   if (!a.load.empty()) {
     std::optional<int64_t> iteration;
@@ -395,7 +424,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
         engine.load_checkpoint(ResolveUserPath(a.load), iteration, same_model);
     if (!loaded.ok()) return loaded.status();
     const Value& saved = loaded->trainer_state;
-    if (!loaded->note.empty()) log.Info(absl::StrCat("> ", loaded->note));
+    if (!loaded->note.empty()) log.Info(absl::StrCat("> checkpoint: ", loaded->note));
     state.iteration = loaded->iteration;
     const Value* consumed = saved.Find("consumed_samples");
     const Value* skipped = saved.Find("skipped_iterations");
@@ -404,7 +433,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     log.Info(absl::StrFormat("> resumed from %s at iteration %d (%d samples consumed)", a.load,
                              state.iteration, state.consumed_samples));
     const Value* fingerprint = saved.Find("data_fingerprint");
-    const std::string now = absl::StrFormat("%016x", (*data)->indexed().Fingerprint());
+    const std::string& now = saved_context.data_fingerprint;
     if (fingerprint != nullptr && fingerprint->is_string() && fingerprint->as_string() != now) {
       log.Info(
           absl::StrCat("> warning: the checkpoint was trained on other data (index "
@@ -440,14 +469,20 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   double interval_seconds = 0;
   int64_t interval_steps = 0;
   bool saved_last = false;
+  bool stopped = false;
   const int64_t first_iteration = state.iteration;
+  const StopSignal stop_signal;
   while (state.iteration < a.train_iters) {
     const auto step_start = std::chrono::steady_clock::now();
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
     absl::StatusOr<varuna::TensorMap> batch = (*data)->TrainBatch(state.consumed_samples);
     if (!batch.ok()) return batch.status();
-    absl::StatusOr<varuna::StepResult> result = engine.step(*batch);
+    absl::StatusOr<varuna::StepResult> result = engine.step(*batch, stop_signal.requested());
     if (!result.ok()) return result.status();
+    if (result->completed_checkpoint >= 0) {
+      log.Info(absl::StrFormat("checkpoint at iteration %d is complete in %s",
+                               result->completed_checkpoint, a.save));
+    }
     interval_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     ++state.iteration;
@@ -488,6 +523,16 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
       interval_steps = 0;
       interval_seconds = 0;
     }
+    if (result->stop) {
+      stopped = true;
+      log.Info(absl::StrFormat(
+          "stop requested (%s) at iteration %d: %s",
+          *stop_signal.signal_name() ? stop_signal.signal_name() : "a signal on another rank",
+          state.iteration,
+          a.save.empty() ? "exiting without a checkpoint (no --save)"
+                         : "checkpointing and exiting"));
+      break;
+    }
     if (a.eval_interval > 0 && state.iteration % a.eval_interval == 0 &&
         state.iteration < a.train_iters) {
       absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
@@ -495,7 +540,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
       log.Eval({state.iteration, "validation", *loss});
     }
     if (!a.save.empty() && a.save_interval > 0 && state.iteration % a.save_interval == 0) {
-      if (absl::Status s = Save(engine, a, state, model_json, **data, log); !s.ok()) return s;
+      if (absl::Status s = Save(engine, a, state, saved_context, log); !s.ok()) return s;
       saved_last = true;
     }
     if (a.exit_interval > 0 && state.iteration % a.exit_interval == 0) {
@@ -507,8 +552,13 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
 
   // A run that took no step (resumed at or past --train-iters) rewrites nothing.
   if (!a.save.empty() && !saved_last && state.iteration > first_iteration) {
-    if (absl::Status s = Save(engine, a, state, model_json, **data, log); !s.ok()) return s;
+    if (absl::Status s = Save(engine, a, state, saved_context, log); !s.ok()) return s;
   }
+  if (!a.checkpoint_tmpdir.empty() && !a.save.empty() && state.iteration > first_iteration) {
+    log.Info("waiting for the background checkpoint move to finish");
+  }
+  if (absl::Status s = engine.finish_checkpoint(); !s.ok()) return s;
+  if (stopped) return absl::OkStatus();  // preempted: exit promptly
   if (a.eval_interval > 0) {
     for (data::Split split : {data::Split::kValid, data::Split::kTest}) {
       if (!(*data)->has(split)) continue;

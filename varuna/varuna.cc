@@ -278,7 +278,44 @@ void Varuna::ZeroModelGrads() {
   }
 }
 
-absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs) {
+absl::Status Varuna::AgreeOnStatus(const absl::Status& local) {
+  if (groups_.world == nullptr) return local;
+  const int world_size = groups_.world->size();
+  const std::string key = absl::StrCat("varuna/status/", agreements_++, "/");
+  if (!local.ok()) {
+    const std::string message(local.message());
+    try {
+      options_.world->store().set(key + std::to_string(options_.rank),
+                                  std::vector<uint8_t>(message.begin(), message.end()));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot reach the rendezvous store (", e.what(), ") to report: ", message));
+    }
+  }
+  std::vector<double> codes(static_cast<size_t>(world_size), 0.0);
+  codes[static_cast<size_t>(options_.rank)] = static_cast<double>(local.code());
+  if (absl::Status status = AllRanksSum(codes); !status.ok()) return status;
+  for (int r = 0; r < world_size; ++r) {
+    if (codes[static_cast<size_t>(r)] == 0) continue;
+    if (r == options_.rank) return local;
+    std::string message;
+    try {
+      const std::vector<uint8_t> bytes = options_.world->store().get(key + std::to_string(r));
+      message.assign(bytes.begin(), bytes.end());
+    } catch (const std::exception& e) {
+      message = absl::StrCat("(its message could not be read: ", e.what(), ")");
+    }
+    return absl::Status(static_cast<absl::StatusCode>(codes[static_cast<size_t>(r)]),
+                        absl::StrCat("rank ", r, ": ", message));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Varuna::OnRankZero(const std::function<absl::Status()>& action) {
+  return AgreeOnStatus(options_.rank == 0 ? action() : absl::OkStatus());
+}
+
+absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_requested) {
   if (!optimizer_) {
     return absl::FailedPreconditionError("Varuna::step called before set_optimizer");
   }
@@ -297,15 +334,23 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs) {
   ZeroModelGrads();
 
   // One all-reduce over every rank: overflow anywhere, the squared norm of every stage (once:
-  // replica 0's), and the loss (the last stages hold it, normalised over the global batch).
+  // replica 0's), the loss (the last stages hold it, normalised over the global batch), stop
+  // requests, and the ranks still moving a background checkpoint's files.
+  const bool moving = pending_checkpoint_ && !checkpoint_writer_->Idle();
   std::vector<double> agreed = {
       std::isfinite(*sum_of_squares) ? 0.0 : 1.0,
-      replica() == 0 && std::isfinite(*sum_of_squares) ? *sum_of_squares : 0.0, *loss};
+      replica() == 0 && std::isfinite(*sum_of_squares) ? *sum_of_squares : 0.0, *loss,
+      stop_requested ? 1.0 : 0.0, moving ? 1.0 : 0.0};
   if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;
   result.overflow = agreed[0] > 0;
   result.grad_norm =
       result.overflow ? std::numeric_limits<double>::infinity() : std::sqrt(agreed[1]);
   result.loss = agreed[2];
+  result.stop = agreed[3] > 0;
+  if (pending_checkpoint_ && agreed[4] == 0) {
+    result.completed_checkpoint = pending_checkpoint_->iteration;
+    if (absl::Status status = finish_checkpoint(); !status.ok()) return status;
+  }
   scaler_->Update(result.overflow);
   if (result.overflow) return result;
 

@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "varuna/adam.h"
+#include "varuna/checkpoint_writer.h"
 #include "varuna/comm/world.h"
 #include "varuna/groups.h"
 #include "varuna/json.h"
@@ -74,12 +75,30 @@ struct VarunaOptions {
   comm::World* world = nullptr;
 };
 
+// Where and how Varuna::checkpoint writes.
+struct CheckpointOptions {
+  std::string save_dir;
+  // Stage the files on this (fast, local) directory and move them into save_dir in the
+  // background while training continues (Varuna's tempdir). Empty: write in place.
+  std::string staging_dir;
+  // The replicas of each stage split the writing (Varuna's --shard); otherwise replica 0 of
+  // each stage writes it alone.
+  bool shard = false;
+  // After a checkpoint completes, remove the older ones beyond the newest keep_last complete
+  // ones (RemoveOldCheckpoints); 0 keeps all.
+  int keep_last = 0;
+};
+
 // What one step did.
 struct StepResult {
   double loss = 0;        // Mean loss over the batch (the same on every rank).
   bool overflow = false;  // Gradients held inf/NaN: the update was skipped.
   double grad_norm = 0;   // Global L2 norm of the gradients before clipping (tied pair once).
   double loss_scale = 1;  // The scale used for this step.
+  bool stop = false;      // Some rank passed stop_requested (agreed by every rank).
+  // A background checkpoint's files reached the save directory on every rank during this
+  // step, and it was completed: its iteration (-1 if none).
+  int64_t completed_checkpoint = -1;
 };
 
 class Varuna {
@@ -117,27 +136,44 @@ class Varuna {
   // and its step count are left untouched and the loss scale backs off.
   // InvalidArgument if the inputs are malformed (nothing changes then); FailedPrecondition
   // before set_optimizer.
-  absl::StatusOr<StepResult> step(const TensorMap& inputs);
+  // `stop_requested` (e.g. a signal reached this process) is agreed in the step's all-reduce:
+  // result.stop is true on every rank if any rank passed true. The same all-reduce completes a
+  // background checkpoint whose files have reached the save directory on every rank.
+  absl::StatusOr<StepResult> step(const TensorMap& inputs, bool stop_requested = false);
 
   // The mean loss over `inputs` (any number of examples), without gradients or dropout.
   absl::StatusOr<double> evaluate(const TensorMap& inputs);
 
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
-  // Writes the engine's state (weights, optimizer state per segment, loss scaler, RNG) and
+  // Collective (every rank calls it with the same arguments). Writes the engine's state
+  // (fp32 weights and optimizer state per segment, loss scaler, each rank's RNG) and
   // `trainer_state` (an object: anything the caller must restore, e.g. consumed samples and
-  // the LR schedule) as <save_dir>/varuna_ckpt_<iteration>.
-  absl::Status checkpoint(const std::string& save_dir, int64_t iteration,
+  // the LR schedule) as options.save_dir/varuna_ckpt_<iteration> (checkpoint_files.h): rank
+  // 0 prepares the directory, the writing ranks write their segments' files and every rank
+  // its marker, then rank 0 writes the final marker and the tracker. With a staging_dir the
+  // call returns once the files are staged; the checkpoint completes during a later step()
+  // (see StepResult::completed_checkpoint), the next checkpoint() or finish_checkpoint().
+  // A checkpoint still in flight is completed first. An error on any rank is returned on
+  // every rank (naming the rank and the file).
+  absl::Status checkpoint(const CheckpointOptions& options, int64_t iteration,
                           const json::Value& trainer_state);
+  // Collective: waits for a background checkpoint and completes it (OK if none). Call before
+  // exiting.
+  absl::Status finish_checkpoint();
 
-  // Restores the state written by checkpoint() for `iteration` (or, if nullopt, the newest
-  // complete checkpoint in load_dir) and returns {iteration, trainer_state}. Refuses a
+  // Collective. Restores the state written by checkpoint() for `iteration` (or, if nullopt,
+  // the newest complete and intact checkpoint in load_dir: one refused for a missing marker,
+  // size or checksum on any rank is skipped, and Loaded::note says so) and returns
+  // {iteration, trainer_state}. Any stage/replica layout and chunk size may load any
+  // checkpoint of the same model: each rank reads the files of its own segments. Refuses a
   // checkpoint of a different model (the message lists what differs) and leaves the engine
-  // unchanged on any error.
+  // unchanged on any error, which every rank returns.
   struct Loaded {
     int64_t iteration = 0;
     json::Value trainer_state;
-    std::string note;  // Set when "newest" skipped an incomplete or damaged checkpoint.
+    // Set when "newest" skipped an incomplete or damaged checkpoint, or the layout changed.
+    std::string note;
   };
   // `accept`, if given, sees the saved trainer_state first; an error from it is returned and
   // nothing is loaded (the caller's way to refuse, e.g., another model's checkpoint).
@@ -165,6 +201,18 @@ class Varuna {
   absl::StatusOr<double> ReduceMasterGrads(double scale);
   // Sums `values` over every rank (no-op for one process).
   absl::Status AllRanksSum(std::vector<double>& values);
+  // Collective: OK if `local` is OK on every rank; otherwise, on every rank, the error of the
+  // lowest failing rank (its message through the rendezvous store, prefixed "rank r: ").
+  absl::Status AgreeOnStatus(const absl::Status& local);
+  // Collective: rank 0 runs `action`; every rank returns its status.
+  absl::Status OnRankZero(const std::function<absl::Status()>& action);
+  // This rank's share of a checkpoint (engine_checkpoint.cc).
+  RankCheckpoint RankShare(const CheckpointOptions& options, int64_t iteration) const;
+  // Reads and checks (without applying) this rank's part of a checkpoint.
+  struct LoadedState;
+  absl::StatusOr<LoadedState> ReadState(const std::string& load_dir, int64_t iteration,
+                                        const Acceptor& accept) const;
+  absl::Status ApplyState(const LoadedState& state);
   void ZeroModelGrads();
 
   VarunaOptions options_;
@@ -172,6 +220,16 @@ class Varuna {
   std::unique_ptr<Adam> optimizer_;
   std::unique_ptr<LossScaler> scaler_;
   StageGroups groups_;
+  // The checkpoint being written in the background, if any (the same on every rank).
+  struct PendingCheckpoint {
+    CheckpointOptions options;
+    int64_t iteration = -1;
+    json::Value layout;
+    json::Value metadata;
+  };
+  std::optional<PendingCheckpoint> pending_checkpoint_;
+  std::unique_ptr<CheckpointWriter> checkpoint_writer_;
+  int64_t agreements_ = 0;  // names AgreeOnStatus's store keys
   std::unique_ptr<StageExecutor> executor_;
   // Pairs of optimizer indices (first, second) of the shared weights this rank holds both of.
   std::vector<std::pair<size_t, size_t>> tied_pairs_;

@@ -10,10 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "data/indexed_dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/util/subprocess.h"
+#include "tests/trainer/trainer_job.h"
 #include "varuna/json.h"
 
 namespace trainer {
@@ -21,107 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using testing::Losses;
+using testing::Plus;
+using testing::Result;
 
-constexpr int kVocab = 50;
-
-std::string Trainer() {
-  return std::string(std::getenv("TEST_SRCDIR")) + "/varuna/trainer/pretrain_gpt2";
-}
-
-std::string Launcher() { return std::string(std::getenv("TEST_SRCDIR")) + "/varuna/varuna/launch"; }
-
-// Documents that repeat short arithmetic patterns, so a tiny model can learn them.
-std::string MakeDataset(const std::string& dir) {
-  const std::string prefix = dir + "/synthetic_text_document";
-  auto builder = data::IndexedDatasetBuilder::Create(prefix, data::TokenDtype::kUInt16);
-  EXPECT_TRUE(builder.ok()) << builder.status();
-  for (int d = 0; d < 200; ++d) {
-    std::vector<int32_t> tokens;
-    const int step = 1 + d % 3;
-    for (int i = 0; i < 20 + d % 17; ++i) tokens.push_back((d + i * step) % (kVocab - 1) + 1);
-    tokens.push_back(0);  // EOD
-    EXPECT_TRUE((*builder)->AddDocument(tokens).ok());
-  }
-  EXPECT_TRUE((*builder)->Finish().ok());
-  return prefix;
-}
-
-struct Result {
-  varuna::testing::ExitInfo exit;
-  std::vector<varuna::json::Value> metrics;
-};
-
-class PretrainGpt2Test : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    data_ = MakeDataset(dir_);
-  }
-
-  std::vector<std::string> TinyModel() const {
-    return {"--num-layers=2",
-            "--hidden-size=32",
-            "--num-attention-heads=2",
-            "--seq-length=16",
-            "--max-position-embeddings=16",
-            "--batch-size=4",
-            "--lr=3e-3",
-            "--data-path=" + data_,
-            "--vocab-size=50",
-            "--log-interval=1",
-            "--eval-interval=0",
-            "--seed=7",
-            "--split=90,10,0"};
-  }
-
-  // Runs the trainer with `flags`, or, with `launcher` flags, the launcher starting it.
-  Result Run(std::vector<std::string> flags, const std::string& name,
-             std::vector<std::string> launcher = {}) {
-    const std::string metrics = dir_ + "/" + name + ".jsonl";
-    flags.insert(flags.begin(), Trainer());
-    if (!launcher.empty()) {
-      launcher.insert(launcher.begin(), Launcher());
-      launcher.push_back("--");
-      flags.insert(flags.begin(), launcher.begin(), launcher.end());
-    }
-    flags.push_back("--metrics-file=" + metrics);
-    varuna::testing::Process process =
-        varuna::testing::Spawn(flags, dir_ + "/" + name + ".log", {{"OMP_NUM_THREADS", "1"}});
-    Result result;
-    result.exit = varuna::testing::WaitAll({process}, std::chrono::seconds(120))[0];
-    std::ifstream in(metrics);
-    for (std::string line; std::getline(in, line);) {
-      auto value = varuna::json::Parse(line);
-      EXPECT_TRUE(value.ok()) << line;
-      if (value.ok()) result.metrics.push_back(*value);
-    }
-    return result;
-  }
-
-  static std::string Describe(const Result& r) { return varuna::testing::Describe({r.exit}); }
-
-  std::string dir_;
-  std::string data_;
-};
-
-std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// The "lm_loss" of each logged iteration, as serialized (shortest round-trip text).
-std::map<int64_t, std::string> Losses(const Result& r) {
-  std::map<int64_t, std::string> out;
-  for (const auto& line : r.metrics) {
-    if (const auto* loss = line.Find("lm_loss")) {
-      out[line.Find("iteration")->as_int()] = varuna::json::Serialize(*loss);
-    }
-  }
-  return out;
-}
+class PretrainGpt2Test : public testing::TrainerTest {};
 
 TEST_F(PretrainGpt2Test, LossFalls) {
   Result r =

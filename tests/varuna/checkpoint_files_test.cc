@@ -107,6 +107,7 @@ TEST_F(CheckpointFilesTest, WriteThenReadRoundTrips) {
   EXPECT_THAT(
       Listing(save_dir_),
       ElementsAre("latest_checkpointed_iteration.txt", "varuna_ckpt_5", "varuna_ckpt_5/COMPLETE",
+                  "varuna_ckpt_5/markers", "varuna_ckpt_5/markers/rank_0.json",
                   "varuna_ckpt_5/metadata.json", "varuna_ckpt_5/segment_000.safetensors",
                   "varuna_ckpt_5/segment_001.safetensors"));
   EXPECT_EQ(ReadText(save_dir_ + "/latest_checkpointed_iteration.txt"), "5");
@@ -127,7 +128,7 @@ TEST_F(CheckpointFilesTest, WriteThenReadRoundTrips) {
   // metadata.json records every file's size and checksum, and the caller's metadata.
   absl::StatusOr<json::Value> metadata = json::Parse(ReadText(CkptDir(5) + "/metadata.json"));
   ASSERT_TRUE(metadata.ok());
-  EXPECT_EQ(metadata->Find("format_version")->as_int(), 1);
+  EXPECT_EQ(metadata->Find("format_version")->as_int(), 2);
   EXPECT_EQ(metadata->Find("iteration")->as_int(), 5);
   const json::Value* file = metadata->Find("files")->Find("segment_001.safetensors");
   ASSERT_NE(file, nullptr);
@@ -136,6 +137,7 @@ TEST_F(CheckpointFilesTest, WriteThenReadRoundTrips) {
   EXPECT_EQ(file->Find("crc32c")->as_string(),
             Crc32cToHex(ChecksumFile(CkptDir(5) + "/segment_001.safetensors")->crc32c));
   EXPECT_EQ(file->Find("segment")->as_int(), 1);
+  EXPECT_EQ(file->Find("rank")->as_int(), 0);
   EXPECT_EQ(*metadata->Find("metadata"), data.metadata);
   EXPECT_TRUE(VerifyCheckpoint(save_dir_, 5, CheckpointCheck::kChecksums).ok());
 }
@@ -306,8 +308,10 @@ TEST_F(CheckpointFilesTest, OverwritingAnIterationReplacesIt) {
   EXPECT_THAT(
       Listing(save_dir_),
       ElementsAre("latest_checkpointed_iteration.txt", "varuna_ckpt_5", "varuna_ckpt_5/COMPLETE",
+                  "varuna_ckpt_5/markers", "varuna_ckpt_5/markers/rank_0.json",
                   "varuna_ckpt_5/metadata.json", "varuna_ckpt_5/segment_000.safetensors",
-                  "varuna_ckpt_8", "varuna_ckpt_8/COMPLETE", "varuna_ckpt_8/metadata.json",
+                  "varuna_ckpt_8", "varuna_ckpt_8/COMPLETE", "varuna_ckpt_8/markers",
+                  "varuna_ckpt_8/markers/rank_0.json", "varuna_ckpt_8/metadata.json",
                   "varuna_ckpt_8/segment_000.safetensors",
                   "varuna_ckpt_8/segment_001.safetensors"));
 }
@@ -359,6 +363,97 @@ TEST_F(CheckpointFilesTest, FailureMidWriteLeavesNoTraceAndKeepsTheOldState) {
   }
 }
 
+// Two ranks write shards of one segment and a file each, then rank 0 completes the checkpoint:
+// the reader merges the shards and returns each rank's state.
+TEST_F(CheckpointFilesTest, RanksWriteShardsThatMergeOnRead) {
+  ASSERT_TRUE(BeginCheckpoint(save_dir_, 4).ok());
+  const std::string dir = CkptDir(4);
+  const at::Tensor a = at::arange(4, at::kFloat), b = at::arange(3, at::kFloat).add(10);
+  const at::Tensor c = at::arange(2, at::kFloat).add(20);
+  absl::StatusOr<CheckpointFile> shard0 = WriteSegmentFile(dir, 4, 0, 0, {{"a", a}});
+  absl::StatusOr<CheckpointFile> shard1 = WriteSegmentFile(dir, 4, 0, 1, {{"b", b}});
+  absl::StatusOr<CheckpointFile> other = WriteSegmentFile(dir, 4, 1, -1, {{"c", c}});
+  ASSERT_TRUE(shard0.ok() && shard1.ok() && other.ok());
+  EXPECT_EQ(shard1->name, "segment_000.shard_1.safetensors");
+  json::Value state0 = json::Value::MakeObject();
+  state0.Set("rng", "r0");
+  ASSERT_TRUE(WriteRankMarker(save_dir_, 4, 0, 2, {*shard0, *other}, state0).ok());
+
+  // Without rank 1's marker the checkpoint cannot be completed and is not loadable.
+  absl::Status early = FinalizeCheckpoint(save_dir_, 4, 2, json::Value(), json::Value());
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(early), HasSubstr("the markers of ranks [1] are missing"));
+  absl::Status incomplete = VerifyCheckpoint(save_dir_, 4);
+  EXPECT_EQ(incomplete.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(incomplete),
+              AllOf(HasSubstr(dir + "/COMPLETE is missing"),
+                    HasSubstr("markers from ranks [0] of 2 are present; missing: [1]")));
+
+  json::Value state1 = json::Value::MakeObject();
+  state1.Set("rng", "r1");
+  ASSERT_TRUE(WriteRankMarker(save_dir_, 4, 1, 2, {*shard1}, state1).ok());
+  json::Value layout = json::Value::MakeObject();
+  layout.Set("num_replicas", 2);
+  ASSERT_TRUE(FinalizeCheckpoint(save_dir_, 4, 2, layout, json::Value()).ok());
+  absl::StatusOr<CheckpointData> read = ReadCheckpoint(save_dir_, 4, {0});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectSameTensors(read->segments.at(0), {{"a", a}, {"b", b}});
+  EXPECT_EQ(read->segments.count(1), 0u);
+  EXPECT_EQ(read->layout, layout);
+  ASSERT_EQ(read->rank_states.size(), 2u);
+  EXPECT_EQ(read->rank_states.at(1), state1);
+  absl::StatusOr<CheckpointManifest> manifest =
+      ReadCheckpointManifest(save_dir_, 4, CheckpointCheck::kChecksums);
+  ASSERT_TRUE(manifest.ok());
+  for (const CheckpointFile& file : manifest->files) {
+    EXPECT_EQ(file.rank, file.name == shard1->name ? 1 : 0) << file.name;
+  }
+}
+
+TEST_F(CheckpointFilesTest, ATensorInTwoShardsIsDataLoss) {
+  ASSERT_TRUE(BeginCheckpoint(save_dir_, 1).ok());
+  const at::Tensor t = at::arange(2, at::kFloat);
+  auto f0 = WriteSegmentFile(CkptDir(1), 1, 0, 0, {{"w", t}});
+  auto f1 = WriteSegmentFile(CkptDir(1), 1, 0, 1, {{"w", t}});
+  ASSERT_TRUE(WriteRankMarker(save_dir_, 1, 0, 1, {*f0, *f1}, json::Value()).ok());
+  ASSERT_TRUE(FinalizeCheckpoint(save_dir_, 1, 1, json::Value(), json::Value()).ok());
+  absl::StatusOr<CheckpointData> read = ReadCheckpoint(save_dir_, 1, {});
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(read.status()), HasSubstr("tensor \"w\" is stored in both"));
+}
+
+TEST_F(CheckpointFilesTest, KeepLastRemovesOnlyOlderCheckpoints) {
+  for (int64_t iteration : {2, 4, 6, 8}) {
+    ASSERT_TRUE(WriteCheckpoint(save_dir_, MakeData(iteration, 1)).ok());
+  }
+  ASSERT_TRUE(BeginCheckpoint(save_dir_, 1).ok());   // an old crashed write
+  ASSERT_TRUE(BeginCheckpoint(save_dir_, 10).ok());  // a write in progress
+  absl::StatusOr<std::vector<int64_t>> removed = RemoveOldCheckpoints(save_dir_, 2);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_THAT(*removed, ElementsAre(1, 2, 4));
+  EXPECT_THAT(ListCheckpointIterations(save_dir_), ElementsAre(10, 8, 6));
+  EXPECT_TRUE(RemoveOldCheckpoints(save_dir_, 2)->empty());
+  EXPECT_THAT(Message(RemoveOldCheckpoints(save_dir_, 0).status()), HasSubstr("--keep-last=0"));
+  for (const std::string& name : Listing(save_dir_)) EXPECT_NE(name[0], '.') << name;
+}
+
+TEST_F(CheckpointFilesTest, AbandonRestoresTheCheckpointItReplaced) {
+  ASSERT_TRUE(WriteCheckpoint(save_dir_, MakeData(3, 1)).ok());
+  const std::vector<std::string> before = Listing(save_dir_);
+  ASSERT_TRUE(BeginCheckpoint(save_dir_, 3).ok());
+  EXPECT_FALSE(VerifyCheckpoint(save_dir_, 3).ok());
+  ASSERT_TRUE(AbandonCheckpoint(save_dir_, 3).ok());
+  EXPECT_EQ(Listing(save_dir_), before);
+  EXPECT_TRUE(VerifyCheckpoint(save_dir_, 3, CheckpointCheck::kChecksums).ok());
+}
+
+TEST_F(CheckpointFilesTest, IterationOfADirectoryName) {
+  EXPECT_EQ(CheckpointIterationOf("varuna_ckpt_12"), 12);
+  EXPECT_EQ(CheckpointIterationOf("/a/b/varuna_ckpt_7/"), 7);
+  EXPECT_EQ(CheckpointIterationOf("/a/varuna_ckpt_x"), -1);
+  EXPECT_EQ(CheckpointIterationOf(".varuna_ckpt_3.replaced-abc"), -1);
+}
+
 TEST_F(CheckpointFilesTest, RejectsInvalidInput) {
   CheckpointData data = MakeData(5, 1);
   data.iteration = -1;
@@ -369,7 +464,7 @@ TEST_F(CheckpointFilesTest, RejectsInvalidInput) {
   data = MakeData(5, 1);
   data.metadata = json::Value(3);
   EXPECT_THAT(Message(WriteCheckpoint(save_dir_, data)),
-              HasSubstr("metadata must be a JSON object, not int"));
+              HasSubstr("metadata and layout must be JSON objects, not int"));
   EXPECT_FALSE(fs::exists(save_dir_));
 }
 

@@ -89,6 +89,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   options.dtype = args.at("dtype") == "fp16" ? at::kHalf : at::kFloat;
   const int poison_step = std::stoi(args.at("poison_step"));
   const int die_step = std::stoi(args.at("die_step"));
+  const int stop_step = std::stoi(args.at("stop_step"));
   const bool learnable = args.at("learnable") == "1";
   auto joined =
       testing::JoinLocalJob(rank, P * D, std::stoi(args.at("port")), std::chrono::seconds(60));
@@ -113,6 +114,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   if (!v.set_optimizer(std::make_unique<Adam>(v.parameters(), adam), scaling).ok()) return 5;
   std::ofstream losses(out + "/losses_" + std::to_string(rank) + ".txt");
   std::ofstream trace(out + "/trace_" + std::to_string(rank) + ".txt");
+  std::ofstream stops(out + "/stops_" + std::to_string(rank) + ".txt");
   at::Tensor first_param = v.parameters()[0].tensor;
   for (int step = 0; step < steps; ++step) {
     // Fault injection in the middle of the backward pass of this rank.
@@ -128,7 +130,9 @@ int RunWorker(const std::map<std::string, std::string>& args) {
         return g;
       });
     }
-    auto result = v.step(ReplicaSlice(GlobalBatch(learnable ? step % 4 : step), v.replica(), D));
+    const bool stop = step == stop_step && rank == std::stoi(args.at("stop_rank"));
+    auto result =
+        v.step(ReplicaSlice(GlobalBatch(learnable ? step % 4 : step), v.replica(), D), stop);
     if (hook) first_param.remove_hook(*hook);
     if (!result.ok()) {
       std::fprintf(stderr, "step: %s\n", std::string(result.status().message()).c_str());
@@ -143,6 +147,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     std::snprintf(traced, sizeof(traced), "%d %.17g %.17g\n", result->overflow ? 1 : 0,
                   v.loss_scale(), checksum);
     trace << traced;
+    stops << (result->stop ? 1 : 0) << "\n";
     if (step == 0 && v.replica() == 0) {
       NamedTensors grads;
       for (size_t i = 0; i < v.optimizer().parameters().size(); ++i) {
@@ -179,6 +184,7 @@ struct Options {
   bool learnable = false;
   int poison_step = -1, poison_rank = -1;
   int die_step = -1, die_rank = -1;
+  int stop_step = -1, stop_rank = -1;
 };
 
 struct RunResult {
@@ -189,6 +195,7 @@ struct RunResult {
   std::map<std::string, at::Tensor> params;  // final, over the stages of replica 0
   std::vector<double> evals;                 // one per rank
   std::vector<std::vector<double>> all_losses;
+  std::vector<std::vector<double>> stops;  // per rank: 1 where the step reported stop
 };
 
 std::vector<double> ReadNumbers(const std::string& path) {
@@ -218,7 +225,9 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
                                     "--poison_step=" + std::to_string(o.poison_step),
                                     "--poison_rank=" + std::to_string(o.poison_rank),
                                     "--die_step=" + std::to_string(o.die_step),
-                                    "--die_rank=" + std::to_string(o.die_rank)};
+                                    "--die_rank=" + std::to_string(o.die_rank),
+                                    "--stop_step=" + std::to_string(o.stop_step),
+                                    "--stop_rank=" + std::to_string(o.stop_rank)};
   });
   RunResult result;
   result.exits = testing::WaitAll(processes, std::chrono::seconds(120));
@@ -230,6 +239,7 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
   for (int rank = 0; rank < P * D; ++rank) {
     result.all_losses.push_back(ReadNumbers(out + "/losses_" + std::to_string(rank) + ".txt"));
     result.traces.push_back(ReadNumbers(out + "/trace_" + std::to_string(rank) + ".txt"));
+    result.stops.push_back(ReadNumbers(out + "/stops_" + std::to_string(rank) + ".txt"));
     const std::vector<double> eval = ReadNumbers(out + "/eval_" + std::to_string(rank) + ".txt");
     result.evals.push_back(eval.empty() ? NAN : eval[0]);
     if (map.Position(rank).replica != 0) continue;
@@ -349,6 +359,18 @@ TEST_F(PipelineParityTest, OverflowOnOneRankSkipsTheStepEverywhere) {
     EXPECT_EQ(t[3 * 2 + 1], t[3 * 1 + 1] / 2) << "rank " << rank << ": scale halved";
     EXPECT_EQ(t[3 * 2 + 2], t[3 * 1 + 2]) << "rank " << rank << ": weights unchanged";
     EXPECT_NE(t[3 * 3 + 2], t[3 * 2 + 2]) << "rank " << rank << ": the next step applies";
+  }
+}
+
+// A stop request (a signal) on one rank is reported by that step on every rank.
+TEST_F(PipelineParityTest, StopRequestOnOneRankReachesEveryRank) {
+  Options o;
+  o.stop_step = 1;
+  o.stop_rank = 3;
+  const RunResult run = RunLayout(2, 2, 3, o);
+  ASSERT_EQ(run.stops.size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(run.stops[rank], (std::vector<double>{0, 1, 0})) << "rank " << rank;
   }
 }
 

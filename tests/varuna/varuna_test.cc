@@ -5,10 +5,13 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "varuna/checkpoint_files.h"
 
 namespace varuna {
 namespace {
@@ -229,7 +232,7 @@ TEST_F(VarunaTest, CheckpointRestoresTheRun) {
   }
   json::Value state = json::Value::MakeObject();
   state.Set("consumed_samples", 12);
-  ASSERT_TRUE(first_half->checkpoint(dir, 3, state).ok());
+  ASSERT_TRUE(first_half->checkpoint({dir}, 3, state).ok());
 
   auto resumed = Make(4, 2);
   absl::StatusOr<Varuna::Loaded> loaded = resumed->load_checkpoint(dir, std::nullopt);
@@ -243,6 +246,44 @@ TEST_F(VarunaTest, CheckpointRestoresTheRun) {
     EXPECT_EQ(a, b) << "step " << step;  // Bitwise: the run continues exactly.
   }
   EXPECT_TRUE(torch::equal(Param(*straight, "embed"), Param(*resumed, "embed")));
+}
+
+// With a staging directory, checkpoint() returns once the files are staged; the next step that
+// finds the move finished completes the checkpoint, and finish_checkpoint() waits for it.
+TEST_F(VarunaTest, StagedCheckpointCompletesDuringALaterStep) {
+  const std::string root = ::testing::TempDir() + "/varuna_test_staged";
+  std::filesystem::remove_all(root);
+  CheckpointOptions options;
+  options.save_dir = root + "/save";
+  options.staging_dir = root + "/local";
+  auto engine = Make(4, 2);
+  engine->step(Batch(4, 0)).value();
+  ASSERT_TRUE(engine->checkpoint(options, 1, json::Value::MakeObject()).ok());
+  int64_t completed = -1;
+  for (int step = 1; step < 50 && completed < 0; ++step) {
+    absl::StatusOr<StepResult> r = engine->step(Batch(4, step));
+    ASSERT_TRUE(r.ok()) << r.status();
+    completed = r->completed_checkpoint;
+    if (completed < 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(completed, 1);
+  EXPECT_TRUE(VerifyCheckpoint(options.save_dir, 1, CheckpointCheck::kChecksums).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(options.staging_dir));  // moved, not copied
+
+  ASSERT_TRUE(engine->checkpoint(options, 2, json::Value::MakeObject()).ok());
+  ASSERT_TRUE(engine->finish_checkpoint().ok());
+  EXPECT_TRUE(VerifyCheckpoint(options.save_dir, 2, CheckpointCheck::kChecksums).ok());
+  auto resumed = Make(4, 2);
+  absl::StatusOr<Varuna::Loaded> loaded = resumed->load_checkpoint(options.save_dir, std::nullopt);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->iteration, 2);
+  EXPECT_TRUE(torch::equal(Param(*engine, "embed"), Param(*resumed, "embed")));
+}
+
+TEST_F(VarunaTest, StopRequestIsReportedByTheStep) {
+  auto engine = Make(4, 2);
+  EXPECT_FALSE(engine->step(Batch(4, 0))->stop);
+  EXPECT_TRUE(engine->step(Batch(4, 1), /*stop_requested=*/true)->stop);
 }
 
 // The loss scale continues from a dynamic fp16 checkpoint into a dynamic fp16 run, and only
@@ -268,14 +309,14 @@ TEST_F(VarunaTest, LossScaleResumesOnlyFromFp16ToFp16) {
   poisoned["scale"][0] = std::numeric_limits<float>::infinity();
   ASSERT_TRUE(fp16->step(poisoned)->overflow);
   ASSERT_EQ(fp16->loss_scale(), 512);
-  ASSERT_TRUE(fp16->checkpoint(dir, 1, json::Value::MakeObject()).ok());
+  ASSERT_TRUE(fp16->checkpoint({dir}, 1, json::Value::MakeObject()).ok());
   auto resumed = make(c10::kHalf);
   ASSERT_TRUE(resumed->load_checkpoint(dir, 1).ok());
   EXPECT_EQ(resumed->loss_scale(), 512);
 
   auto fp32 = make(c10::kFloat);
   ASSERT_TRUE(fp32->step(Batch(4, 2)).ok());
-  ASSERT_TRUE(fp32->checkpoint(dir, 2, json::Value::MakeObject()).ok());
+  ASSERT_TRUE(fp32->checkpoint({dir}, 2, json::Value::MakeObject()).ok());
   auto to_fp16 = make(c10::kHalf);
   ASSERT_TRUE(to_fp16->load_checkpoint(dir, 2).ok());
   EXPECT_EQ(to_fp16->loss_scale(), 1024);

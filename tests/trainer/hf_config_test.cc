@@ -1,0 +1,131 @@
+#include "trainer/hf_config.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "varuna/json.h"
+
+namespace trainer {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using varuna::json::Value;
+
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+// trainer.model of a 2-layer, hidden-32 model with a 100-piece vocabulary padded to 128.
+Value TinyModel() {
+  Value model = Value::MakeObject();
+  model.Set("num_layers", 2);
+  model.Set("hidden_size", 32);
+  model.Set("num_attention_heads", 2);
+  model.Set("seq_length", 16);
+  model.Set("max_position_embeddings", 24);
+  model.Set("padded_vocab_size", 128);
+  model.Set("vocab_size", 100);
+  model.Set("layernorm_epsilon", 1e-6);
+  model.Set("hidden_dropout", 0.0);
+  return model;
+}
+
+Value Metadata(const Value& model) {
+  Value metadata = Value::MakeObject();
+  metadata.Set("engine", Value::MakeObject());
+  metadata.Set("trainer", Value::MakeObject()).Set("model", model);
+  return metadata;
+}
+
+TEST(HfConfigTest, ReadsTheModelAndWritesGpt2Config) {
+  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Metadata(TinyModel()), "ckpt_x");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_layers, 2);
+  EXPECT_EQ(config->hidden_size, 32);
+  EXPECT_EQ(config->num_attention_heads, 2);
+  EXPECT_EQ(config->seq_length, 16);
+  EXPECT_EQ(config->max_position_embeddings, 24);
+  EXPECT_EQ(config->padded_vocab_size, 128);
+  EXPECT_EQ(config->vocab_size, 100);
+  EXPECT_DOUBLE_EQ(config->layernorm_epsilon, 1e-6);
+  EXPECT_DOUBLE_EQ(config->hidden_dropout, 0.0);
+  EXPECT_DOUBLE_EQ(config->attention_dropout, 0.1);  // not recorded: the default
+
+  const Value json = HuggingFaceConfigJson(*config, 7);
+  absl::StatusOr<Value> expected = varuna::json::Parse(R"({
+      "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 100,
+      "n_positions": 24, "n_ctx": 24, "n_embd": 32, "n_layer": 2, "n_head": 2,
+      "n_inner": null, "activation_function": "gelu_new", "resid_pdrop": 0.0,
+      "embd_pdrop": 0.0, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-6,
+      "initializer_range": 0.02, "scale_attn_weights": true, "use_cache": true,
+      "bos_token_id": 7, "eos_token_id": 7, "tie_word_embeddings": true,
+      "torch_dtype": "float32"})");
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(varuna::json::Serialize(json, true), varuna::json::Serialize(*expected, true));
+}
+
+TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
+  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Value::MakeObject(), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(
+      Message(config.status()),
+      AllOf(HasSubstr("ckpt_x"), HasSubstr("no model configuration"), HasSubstr("trainer.model")));
+
+  Value model = TinyModel();
+  model.Set("hidden_size", "32");
+  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(config.status()),
+              AllOf(HasSubstr("ckpt_x"), HasSubstr("trainer.model.hidden_size"),
+                    HasSubstr("\"32\""), HasSubstr("positive integer")));
+
+  model = TinyModel();
+  model.Erase("padded_vocab_size");
+  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(Message(config.status()),
+              AllOf(HasSubstr("trainer.model.padded_vocab_size"), HasSubstr("missing")));
+
+  model = TinyModel();
+  model.Set("layernorm_epsilon", "small");
+  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(Message(config.status()), HasSubstr("trainer.model.layernorm_epsilon"));
+
+  model = TinyModel();
+  model.Set("hidden_size", 30);  // 2 heads of 15 would do; 4 heads do not
+  model.Set("num_attention_heads", 4);
+  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(Message(config.status()), HasSubstr("not divisible by num_attention_heads 4"));
+
+  model = TinyModel();
+  model.Set("max_position_embeddings", 8);
+  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(Message(config.status()),
+              HasSubstr("max_position_embeddings 8 is below seq_length 16"));
+
+  model = TinyModel();
+  model.Set("vocab_size", 200);
+  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(Message(config.status()), HasSubstr("vocab_size 200 exceeds padded_vocab_size 128"));
+}
+
+TEST(HfConfigTest, OlderCheckpointsLackVocabSizeAndEpsilon) {
+  Value model = TinyModel();
+  model.Erase("vocab_size");
+  model.Erase("layernorm_epsilon");
+  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->vocab_size, 0);  // the caller asks for --vocab-size
+  EXPECT_EQ(config->padded_vocab_size, 128);
+  EXPECT_DOUBLE_EQ(config->layernorm_epsilon, 1e-5);
+}
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,111 @@
+#include "tests/trainer/trainer_job.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "data/indexed_dataset.h"
+
+namespace trainer::testing {
+namespace {
+
+std::string Runfile(const std::string& path) {
+  return std::string(std::getenv("TEST_SRCDIR")) + "/varuna/" + path;
+}
+
+}  // namespace
+
+std::string MakeDataset(const std::string& dir) {
+  const std::string prefix = dir + "/synthetic_text_document";
+  auto builder = data::IndexedDatasetBuilder::Create(prefix, data::TokenDtype::kUInt16);
+  EXPECT_TRUE(builder.ok()) << builder.status();
+  for (int d = 0; d < 200; ++d) {
+    std::vector<int32_t> tokens;
+    const int step = 1 + d % 3;
+    for (int i = 0; i < 20 + d % 17; ++i) tokens.push_back((d + i * step) % (kVocab - 1) + 1);
+    tokens.push_back(0);  // EOD
+    EXPECT_TRUE((*builder)->AddDocument(tokens).ok());
+  }
+  EXPECT_TRUE((*builder)->Finish().ok());
+  return prefix;
+}
+
+std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::map<int64_t, std::string> Losses(const Result& r) {
+  std::map<int64_t, std::string> out;
+  for (const auto& line : r.metrics) {
+    if (const auto* loss = line.Find("lm_loss")) {
+      out[line.Find("iteration")->as_int()] = varuna::json::Serialize(*loss);
+    }
+  }
+  return out;
+}
+
+std::map<int64_t, int64_t> ConsumedSamples(const Result& r) {
+  std::map<int64_t, int64_t> out;
+  for (const auto& line : r.metrics) {
+    if (const auto* consumed = line.Find("consumed_samples")) {
+      out[line.Find("iteration")->as_int()] = consumed->as_int();
+    }
+  }
+  return out;
+}
+
+void TrainerTest::SetUp() {
+  dir_ =
+      ::testing::TempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  data_ = MakeDataset(dir_);
+}
+
+std::vector<std::string> TrainerTest::TinyModel() const {
+  return {"--num-layers=2",
+          "--hidden-size=32",
+          "--num-attention-heads=2",
+          "--seq-length=16",
+          "--max-position-embeddings=16",
+          "--batch-size=4",
+          "--lr=3e-3",
+          "--data-path=" + data_,
+          "--vocab-size=50",
+          "--log-interval=1",
+          "--eval-interval=0",
+          "--seed=7",
+          "--split=90,10,0"};
+}
+
+Job TrainerTest::Start(std::vector<std::string> flags, const std::string& name,
+                       std::vector<std::string> launcher) const {
+  Job job;
+  job.metrics = dir_ + "/" + name + ".jsonl";
+  flags.insert(flags.begin(), Runfile("trainer/pretrain_gpt2"));
+  if (!launcher.empty()) {
+    launcher.insert(launcher.begin(), Runfile("varuna/launch"));
+    launcher.push_back("--");
+    flags.insert(flags.begin(), launcher.begin(), launcher.end());
+  }
+  flags.push_back("--metrics-file=" + job.metrics);
+  job.process =
+      varuna::testing::Spawn(flags, dir_ + "/" + name + ".log", {{"OMP_NUM_THREADS", "1"}});
+  return job;
+}
+
+Result TrainerTest::Finish(const Job& job) {
+  Result result;
+  result.exit = varuna::testing::WaitAll({job.process}, std::chrono::seconds(180))[0];
+  std::ifstream in(job.metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto value = varuna::json::Parse(line);
+    EXPECT_TRUE(value.ok()) << line;
+    if (value.ok()) result.metrics.push_back(*value);
+  }
+  return result;
+}
+
+}  // namespace trainer::testing

@@ -1,0 +1,46 @@
+// export_hf: writes a Hugging Face GPT-2 folder (model.safetensors, config.json,
+// tokenizer.model) from a pretrain_gpt2 checkpoint, loadable with transformers'
+// GPT2LMHeadModel.from_pretrained(OUT). See trainer/hf_export.h.
+//
+//   bazel run //trainer:export_hf -- CKPT OUT [--tokenizer-model PATH] [--iteration N]
+//                                             [--vocab-size N]
+//
+// Relative paths resolve against the directory bazel run was started from. Exit status: 0 on
+// success, 1 on an error (printed as "export_hf: error: ..."), 2 on a usage error.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/hf_export.h"
+#include "trainer/paths.h"
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s\n", trainer::kHfExportUsage);
+      return 0;
+    }
+  }
+  absl::StatusOr<trainer::HfExportOptions> options = trainer::ParseHfExportArgs(args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "export_hf: error: %s\n%s\n",
+                 std::string(options.status().message()).c_str(), trainer::kHfExportUsage);
+    return 2;
+  }
+  options->checkpoint = trainer::ResolveUserPath(options->checkpoint);
+  options->output_dir = trainer::ResolveUserPath(options->output_dir);
+  options->tokenizer_model = trainer::ResolveUserPath(options->tokenizer_model);
+  absl::StatusOr<trainer::HfExportSummary> summary = trainer::ExportHuggingFace(*options);
+  if (!summary.ok()) {
+    std::fprintf(stderr, "export_hf: error: %s\n", std::string(summary.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& note : summary->notes) std::printf("%s\n", note.c_str());
+  for (const std::string& warning : summary->warnings) {
+    std::fprintf(stderr, "export_hf: warning: %s\n", warning.c_str());
+  }
+  std::printf("%s\n", summary->Line().c_str());
+  return 0;
+}

@@ -1,0 +1,127 @@
+#include "trainer/hf_config.h"
+
+#include <tuple>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace trainer {
+namespace {
+
+using varuna::json::Value;
+
+// A positive integer field of trainer.model.
+absl::StatusOr<int64_t> PositiveField(const Value& model, const char* key,
+                                      const std::string& source) {
+  const Value* value = model.Find(key);
+  if (value == nullptr || !value->is_int() || value->as_int() <= 0) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint ", source, ": trainer.model.", key, " in its metadata is ",
+        value == nullptr ? "missing" : varuna::json::Serialize(*value),
+        ", expected a positive integer: the checkpoint is damaged or was not written by "
+        "//trainer:pretrain_gpt2"));
+  }
+  return value->as_int();
+}
+
+// An optional number field of trainer.model: `fallback` when missing.
+absl::StatusOr<double> NumberField(const Value& model, const char* key, double fallback,
+                                   const std::string& source) {
+  const Value* value = model.Find(key);
+  if (value == nullptr) return fallback;
+  if (!value->is_number() || value->as_double() < 0) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", source, ": trainer.model.", key,
+                                            " in its metadata is ", varuna::json::Serialize(*value),
+                                            ", expected a non-negative number"));
+  }
+  return value->as_double();
+}
+
+}  // namespace
+
+absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std::string& source) {
+  const Value* trainer = metadata.Find("trainer");
+  const Value* model = trainer != nullptr ? trainer->Find("model") : nullptr;
+  if (model == nullptr || !model->is_object()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", source,
+                     " has no model configuration (trainer.model in its metadata): "
+                     "export needs a checkpoint written by //trainer:pretrain_gpt2"));
+  }
+  HfModelConfig config;
+  const std::pair<const char*, int64_t*> ints[] = {
+      {"num_layers", &config.num_layers},
+      {"hidden_size", &config.hidden_size},
+      {"num_attention_heads", &config.num_attention_heads},
+      {"seq_length", &config.seq_length},
+      {"max_position_embeddings", &config.max_position_embeddings},
+      {"padded_vocab_size", &config.padded_vocab_size},
+  };
+  for (const auto& [key, field] : ints) {
+    absl::StatusOr<int64_t> value = PositiveField(*model, key, source);
+    if (!value.ok()) return value.status();
+    *field = *value;
+  }
+  if (model->Find("vocab_size") != nullptr) {
+    absl::StatusOr<int64_t> value = PositiveField(*model, "vocab_size", source);
+    if (!value.ok()) return value.status();
+    config.vocab_size = *value;
+  }
+  const std::tuple<const char*, double, double*> doubles[] = {
+      {"layernorm_epsilon", 1e-5, &config.layernorm_epsilon},
+      {"hidden_dropout", 0.1, &config.hidden_dropout},
+      {"attention_dropout", 0.1, &config.attention_dropout},
+  };
+  for (const auto& [key, fallback, field] : doubles) {
+    absl::StatusOr<double> value = NumberField(*model, key, fallback, source);
+    if (!value.ok()) return value.status();
+    *field = *value;
+  }
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", source, ": trainer.model.hidden_size ", config.hidden_size,
+                     " is not divisible by num_attention_heads ", config.num_attention_heads,
+                     ": the metadata is damaged"));
+  }
+  if (config.max_position_embeddings < config.seq_length) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", source,
+                                            ": trainer.model.max_position_embeddings ",
+                                            config.max_position_embeddings, " is below seq_length ",
+                                            config.seq_length, ": the metadata is damaged"));
+  }
+  if (config.vocab_size > config.padded_vocab_size) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", source, ": trainer.model.vocab_size ",
+                                            config.vocab_size, " exceeds padded_vocab_size ",
+                                            config.padded_vocab_size, ": the metadata is damaged"));
+  }
+  return config;
+}
+
+Value HuggingFaceConfigJson(const HfModelConfig& config, int64_t eos_token_id) {
+  Value out = Value::MakeObject();
+  out.Set("model_type", "gpt2");
+  out.Set("architectures", Value::Array{"GPT2LMHeadModel"});
+  out.Set("vocab_size", config.vocab_size);
+  out.Set("n_positions", config.max_position_embeddings);
+  out.Set("n_ctx", config.max_position_embeddings);
+  out.Set("n_embd", config.hidden_size);
+  out.Set("n_layer", config.num_layers);
+  out.Set("n_head", config.num_attention_heads);
+  out.Set("n_inner", nullptr);                 // 4 * n_embd, as our MLP
+  out.Set("activation_function", "gelu_new");  // tanh-approximated GELU, as our MLP
+  out.Set("resid_pdrop", config.hidden_dropout);
+  out.Set("embd_pdrop", config.hidden_dropout);
+  out.Set("attn_pdrop", config.attention_dropout);
+  out.Set("layer_norm_epsilon", config.layernorm_epsilon);
+  out.Set("initializer_range", 0.02);
+  out.Set("scale_attn_weights", true);
+  out.Set("use_cache", true);
+  out.Set("bos_token_id", eos_token_id);
+  out.Set("eos_token_id", eos_token_id);
+  out.Set("tie_word_embeddings", true);
+  out.Set("torch_dtype", "float32");
+  return out;
+}
+
+}  // namespace trainer

@@ -1,0 +1,51 @@
+// The model configuration of a checkpoint as a Hugging Face export needs it: read from the
+// checkpoint metadata's trainer.model object (written by //trainer:pretrain_gpt2) and turned
+// into transformers' GPT2Config (config.json, formats.md 2a).
+//
+// Thread safety: pure functions.
+#ifndef VARUNA_TRAINER_HF_CONFIG_H_
+#define VARUNA_TRAINER_HF_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "varuna/json.h"
+
+namespace trainer {
+
+// A checkpoint's model configuration, as the export needs it.
+struct HfModelConfig {
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t seq_length = 0;
+  int64_t max_position_embeddings = 0;
+  // Rows of wte.weight and lm_head_weight in the checkpoint.
+  int64_t padded_vocab_size = 0;
+  // The tokenizer's vocabulary: rows of the exported wte; 0 while unknown.
+  int64_t vocab_size = 0;
+  double layernorm_epsilon = 1e-5;
+  // Megatron's hidden dropout (embeddings and residual branches) and attention dropout.
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+};
+
+// Reads trainer.model from a checkpoint's metadata ({"engine": ..., "trainer": ...}).
+// `source` names the checkpoint in messages. vocab_size stays 0 if the checkpoint does not
+// record it (the caller decides). Errors: DataLoss naming `source` and the field when
+// trainer.model is missing, a field is missing or not a positive integer (a number for the
+// doubles), hidden_size is not divisible by num_attention_heads, padded_vocab_size is
+// smaller than vocab_size, or max_position_embeddings is smaller than seq_length.
+absl::StatusOr<HfModelConfig> ReadHfModelConfig(const varuna::json::Value& metadata,
+                                                const std::string& source);
+
+// config.json for `config` (vocab_size set): model_type "gpt2", architectures
+// ["GPT2LMHeadModel"], the sizes (n_positions = n_ctx = max_position_embeddings, n_inner null
+// = 4 n_embd), activation "gelu_new" (our MLP's tanh GELU), the dropouts, layer_norm_epsilon,
+// tied embeddings, float32, and bos_token_id = eos_token_id = `eos_token_id`.
+varuna::json::Value HuggingFaceConfigJson(const HfModelConfig& config, int64_t eos_token_id);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_HF_CONFIG_H_

@@ -1,0 +1,415 @@
+#include "trainer/hf_export.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "data/tokenizer_status.h"
+#include "models/gpt2/config.h"
+#include "models/gpt2/parameter_names.h"
+#include "trainer/flags.h"
+#include "varuna/checkpoint_files.h"
+#include "varuna/posix_file.h"
+#include "varuna/safetensors.h"
+
+namespace trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using varuna::NamedTensors;
+using varuna::json::Value;
+
+// A status with the code of `status` and `prefix` before its message.
+absl::Status WithPrefix(const absl::Status& status, absl::string_view prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// `path` without trailing slashes ("/" stays "/").
+std::string WithoutTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::string ShapeText(at::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// The checkpoint to read: load_dir/varuna_ckpt_<iteration>.
+struct CheckpointSource {
+  std::string load_dir;
+  int64_t iteration = 0;
+  std::string dir;  // load_dir/varuna_ckpt_<iteration>
+  std::string note;
+};
+
+// n for a directory name that is varuna::CheckpointDirName(n), else -1.
+int64_t IterationOfDirName(const std::string& name) {
+  const size_t underscore = name.rfind('_');
+  int64_t iteration = -1;
+  if (underscore == std::string::npos ||
+      !absl::SimpleAtoi(name.substr(underscore + 1), &iteration) || iteration < 0 ||
+      varuna::CheckpointDirName(iteration) != name) {
+    return -1;
+  }
+  return iteration;
+}
+
+absl::StatusOr<CheckpointSource> FindCheckpoint(const HfExportOptions& options) {
+  const std::string path = WithoutTrailingSlashes(options.checkpoint);
+  std::error_code error;
+  if (path.empty() || !fs::is_directory(path, error)) {
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint ", options.checkpoint,
+                     " is not a directory: pass a --save directory of pretrain_gpt2 or one "
+                     "varuna_ckpt_<n> directory in it"));
+  }
+  CheckpointSource source;
+  const int64_t named = IterationOfDirName(fs::path(path).filename().string());
+  if (named >= 0) {
+    if (options.iteration >= 0 && options.iteration != named) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--iteration=", options.iteration, " contradicts checkpoint ", path, " (iteration ",
+          named, "): drop --iteration or pass the save directory instead"));
+    }
+    const std::string parent = fs::path(path).parent_path().string();
+    source.load_dir = parent.empty() ? "." : parent;
+    source.iteration = named;
+  } else if (options.iteration >= 0) {
+    source.load_dir = path;
+    source.iteration = options.iteration;
+    if (!fs::is_directory(fs::path(path) / varuna::CheckpointDirName(options.iteration), error)) {
+      return absl::NotFoundError(
+          absl::StrCat("--iteration=", options.iteration, ": ", path, " has no ",
+                       varuna::CheckpointDirName(options.iteration),
+                       ": pick the iteration of an existing checkpoint or drop --iteration"));
+    }
+  } else {
+    source.load_dir = path;
+    absl::StatusOr<int64_t> latest = varuna::LatestCheckpointIteration(path, &source.note);
+    if (!latest.ok()) {
+      return WithPrefix(latest.status(),
+                        absl::StrCat("checkpoint ", path, " has no checkpoint to export: "));
+    }
+    source.iteration = *latest;
+  }
+  source.dir = (fs::path(source.load_dir) / varuna::CheckpointDirName(source.iteration)).string();
+  return source;
+}
+
+// OK if `out` does not exist or is an empty directory.
+absl::Status CheckOutputDir(const std::string& out) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(out, error);
+  if (!fs::exists(status)) return absl::OkStatus();
+  if (fs::is_directory(status) && fs::is_empty(out, error) && !error) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("output ", out,
+                   " exists and is not an empty directory: choose a new "
+                   "directory or remove it first (nothing was written)"));
+}
+
+// The tokenizer's path and where it came from, "" if none is known.
+struct TokenizerChoice {
+  std::string path;
+  std::string origin;  // for messages
+};
+
+TokenizerChoice ChooseTokenizer(const HfExportOptions& options, const Value& metadata,
+                                const std::string& source) {
+  if (!options.tokenizer_model.empty()) {
+    return {options.tokenizer_model, absl::StrCat("--tokenizer-model=", options.tokenizer_model)};
+  }
+  const Value* trainer = metadata.Find("trainer");
+  const Value* saved = trainer != nullptr ? trainer->Find("tokenizer_model") : nullptr;
+  if (saved != nullptr && saved->is_string() && !saved->as_string().empty()) {
+    return {saved->as_string(),
+            absl::StrCat("the tokenizer ", saved->as_string(), " recorded in checkpoint ", source,
+                         " (pass --tokenizer-model PATH to use another file)")};
+  }
+  return {};
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  absl::StatusOr<varuna::PosixFile> file = varuna::PosixFile::OpenForRead(path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<uint64_t> size = file->Size();
+  if (!size.ok()) return size.status();
+  std::string bytes(*size, '\0');
+  if (absl::Status s = file->ReadExactly(bytes.data(), bytes.size()); !s.ok()) return s;
+  return bytes;
+}
+
+// Converts segment `segment`'s tensors to Hugging Face tensors appended to `out`. Keeps the
+// full wte.weight and lm_head_weight in *wte / *lm_head for the tie check.
+absl::Status ConvertSegment(const HfModelConfig& config, int segment, NamedTensors tensors,
+                            const std::string& source, NamedTensors* out, at::Tensor* wte,
+                            at::Tensor* lm_head) {
+  gpt2::Gpt2Config shapes;  // only the sizes SegmentParameters reads
+  shapes.num_layers = static_cast<int>(config.num_layers);
+  shapes.hidden_size = static_cast<int>(config.hidden_size);
+  shapes.num_attention_heads = static_cast<int>(config.num_attention_heads);
+  shapes.seq_length = static_cast<int>(config.seq_length);
+  shapes.max_position_embeddings = static_cast<int>(config.max_position_embeddings);
+  shapes.vocab_size = static_cast<int>(config.padded_vocab_size);
+  shapes.make_vocab_size_divisible_by = 1;
+  std::map<std::string, at::Tensor*> by_name;
+  for (auto& [name, tensor] : tensors) by_name[name] = &tensor;
+  for (const gpt2::ParameterSpec& spec : gpt2::SegmentParameters(shapes, segment)) {
+    auto it = by_name.find(spec.name);
+    if (it == by_name.end()) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint ", source, " has no tensor ", spec.name, " (segment ", segment,
+          ") that its model configuration needs: the checkpoint is damaged or incomplete; "
+          "export an intact one (--iteration N)"));
+    }
+    at::Tensor tensor = *it->second;
+    if (tensor.sizes() != at::IntArrayRef(spec.shape)) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint ", source, ": tensor ", spec.name, " has shape ", ShapeText(tensor.sizes()),
+          " but its model configuration (trainer.model) needs ", ShapeText(spec.shape),
+          ": the checkpoint is damaged or its metadata belongs to another model"));
+    }
+    if (tensor.scalar_type() != at::kFloat) tensor = tensor.to(at::kFloat);
+    if (spec.name == gpt2::kLmHeadName) {
+      *lm_head = tensor;  // tied to wte: transformers rebuilds lm_head.weight from it
+      continue;
+    }
+    if (spec.name == gpt2::kWordEmbeddingName) {
+      *wte = tensor;
+      tensor = tensor.narrow(0, 0, config.vocab_size);
+    } else if (gpt2::TransposedInHuggingFace(spec.name)) {
+      tensor = tensor.t();  // LibTorch Linear [out, in] -> Conv1D [in, out]
+    }
+    out->emplace_back(gpt2::HuggingFaceName(spec.name), tensor);
+  }
+  return absl::OkStatus();
+}
+
+// Writes the folder into a staging directory beside `out`, then renames it to `out`.
+absl::Status WriteFolder(const std::string& out, const NamedTensors& tensors,
+                         const Value& config_json, const std::string* tokenizer_bytes,
+                         uint64_t* bytes) {
+  const fs::path target(out);
+  fs::path parent = target.parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code error;
+  fs::create_directories(parent, error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", parent.string(),
+                                                    ", the "
+                                                    "parent of output ",
+                                                    out, ": ", error.message()));
+  }
+  std::string staging =
+      (parent / absl::StrCat(".", target.filename().string(), ".export-XXXXXX")).string();
+  if (::mkdtemp(staging.data()) == nullptr) {
+    return varuna::ErrnoStatus(errno, absl::StrCat("cannot create a staging directory in ",
+                                                   parent.string(), " for output ", out));
+  }
+  auto write = [&]() -> absl::Status {
+    if (::chmod(staging.c_str(), 0755) != 0) {
+      return varuna::ErrnoStatus(errno, absl::StrCat("chmod ", staging));
+    }
+    varuna::FileChecksum written;
+    if (absl::Status s = varuna::WriteSafetensors(staging + "/model.safetensors", tensors,
+                                                  {{"format", "pt"}}, &written);
+        !s.ok()) {
+      return s;
+    }
+    *bytes = written.size;
+    const std::string json = varuna::json::Serialize(config_json, /*pretty=*/true) + "\n";
+    if (absl::Status s = varuna::WriteFileAtomically(staging + "/config.json",
+                                                     staging + "/.config.json.tmp-", {json});
+        !s.ok()) {
+      return s;
+    }
+    if (tokenizer_bytes != nullptr) {
+      if (absl::Status s = varuna::WriteFileAtomically(
+              staging + "/tokenizer.model", staging + "/.tokenizer.model.tmp-", {*tokenizer_bytes});
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = varuna::SyncDirectory(staging); !s.ok()) return s;
+    if (::rename(staging.c_str(), out.c_str()) != 0) {
+      if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOTDIR) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("output ", out,
+                         " appeared or was filled during the export: choose a new "
+                         "directory or remove it first"));
+      }
+      return varuna::ErrnoStatus(errno, absl::StrCat("cannot rename ", staging, " to ", out));
+    }
+    return varuna::SyncDirectory(parent.string());
+  };
+  absl::Status status = write();
+  if (!status.ok()) fs::remove_all(staging, error);
+  return status;
+}
+
+}  // namespace
+
+std::string HfExportSummary::Line() const {
+  return absl::StrFormat("exported %s (iteration %d): %d tensors, %d bytes -> %s", checkpoint_dir,
+                         iteration, num_tensors, bytes, output_dir);
+}
+
+absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>& args) {
+  HfExportOptions options;
+  FlagParser parser;
+  parser.Add("tokenizer-model", &options.tokenizer_model, "the SentencePiece model to copy");
+  parser.Add("iteration", &options.iteration, "the checkpoint to export (-1: the newest)");
+  parser.Add("vocab-size", &options.vocab_size, "the real vocabulary (0: from the checkpoint)");
+  std::vector<std::string> positional;
+  if (absl::Status status = parser.Parse(args, &positional); !status.ok()) return status;
+  if (parser.WasSet("iteration") && options.iteration < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--iteration=", options.iteration, " is not a non-negative integer"));
+  }
+  if (parser.WasSet("vocab-size") && options.vocab_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--vocab-size=", options.vocab_size, " is not a positive integer"));
+  }
+  if (parser.WasSet("tokenizer-model") && options.tokenizer_model.empty()) {
+    return absl::InvalidArgumentError("--tokenizer-model needs a path");
+  }
+  if (positional.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected 2 paths (CKPT OUT), got ", positional.size(),
+                     positional.empty() ? "" : ": ", absl::StrJoin(positional, " ")));
+  }
+  options.checkpoint = positional[0];
+  options.output_dir = positional[1];
+  return options;
+}
+
+absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options) {
+  const std::string out = WithoutTrailingSlashes(options.output_dir);
+  if (out.empty()) return absl::InvalidArgumentError("the output directory OUT is empty");
+  if (absl::Status s = CheckOutputDir(out); !s.ok()) return s;
+  absl::StatusOr<CheckpointSource> found = FindCheckpoint(options);
+  if (!found.ok()) return found.status();
+  const CheckpointSource& source = *found;
+  HfExportSummary summary;
+  summary.checkpoint_dir = source.dir;
+  summary.iteration = source.iteration;
+  summary.output_dir = out;
+  if (!source.note.empty()) summary.notes.push_back("checkpoint: " + source.note);
+
+  // Segment 0 first: it carries the metadata, which says how many segments there are.
+  auto read_segment = [&](int segment) -> absl::StatusOr<varuna::CheckpointData> {
+    absl::StatusOr<varuna::CheckpointData> data =
+        varuna::ReadCheckpoint(source.load_dir, source.iteration, {segment});
+    if (!data.ok() && absl::IsNotFound(data.status())) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", source.dir, " has no segment ",
+                                              segment, " (the model's layer ", segment,
+                                              "): ", data.status().message()));
+    }
+    return data;
+  };
+  absl::StatusOr<varuna::CheckpointData> first = read_segment(0);
+  if (!first.ok()) return first.status();
+  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(first->metadata, source.dir);
+  if (!config.ok()) return config.status();
+
+  // The tokenizer and the real vocabulary size.
+  const TokenizerChoice choice = ChooseTokenizer(options, first->metadata, source.dir);
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::string tokenizer_bytes;
+  if (!choice.path.empty()) {
+    absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(choice.path);
+    if (!loaded.ok()) return WithPrefix(loaded.status(), absl::StrCat(choice.origin, ": "));
+    tokenizer = std::move(*loaded);
+    absl::StatusOr<std::string> bytes = ReadWholeFile(choice.path);
+    if (!bytes.ok()) return bytes.status();
+    tokenizer_bytes = std::move(*bytes);
+    summary.tokenizer_model = choice.path;
+  } else {
+    summary.notes.push_back(
+        "no tokenizer known (the checkpoint records none): tokenizer.model is not written; pass "
+        "--tokenizer-model PATH to include it");
+  }
+  const int64_t recorded_vocab = config->vocab_size;
+  if (options.vocab_size > 0) {
+    config->vocab_size = options.vocab_size;
+    if (recorded_vocab > 0 && recorded_vocab != options.vocab_size) {
+      summary.warnings.push_back(absl::StrCat("--vocab-size=", options.vocab_size,
+                                              " overrides the checkpoint's vocab_size ",
+                                              recorded_vocab));
+    }
+  } else if (recorded_vocab == 0 && tokenizer != nullptr) {
+    config->vocab_size = tokenizer->vocab_size();
+    summary.notes.push_back(absl::StrCat("vocab_size ", config->vocab_size, " taken from ",
+                                         choice.path,
+                                         " (the checkpoint predates trainer.model.vocab_size)"));
+  }
+  if (config->vocab_size == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", source.dir,
+        " predates trainer.model.vocab_size (the tokenizer's real "
+        "vocabulary; it records only padded_vocab_size ",
+        config->padded_vocab_size, "): pass --vocab-size N or --tokenizer-model PATH"));
+  }
+  if (config->vocab_size > config->padded_vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vocab_size ", config->vocab_size, " exceeds the checkpoint's padded_vocab_size ",
+        config->padded_vocab_size, ": pass the tokenizer's real --vocab-size"));
+  }
+  if (tokenizer != nullptr && tokenizer->vocab_size() != config->vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        choice.origin, " has ", tokenizer->vocab_size(), " pieces but the model's vocab_size is ",
+        config->vocab_size, ": pass the --tokenizer-model the model was trained with"));
+  }
+
+  // The tensors, one segment at a time so that only one segment's optimizer state is held.
+  NamedTensors tensors;
+  at::Tensor wte, lm_head;
+  for (int segment = 0; segment < config->num_layers; ++segment) {
+    NamedTensors segment_tensors;
+    if (segment == 0) {
+      segment_tensors = std::move(first->segments[0]);
+    } else {
+      absl::StatusOr<varuna::CheckpointData> data = read_segment(segment);
+      if (!data.ok()) return data.status();
+      segment_tensors = std::move(data->segments[segment]);
+    }
+    if (absl::Status s = ConvertSegment(*config, segment, std::move(segment_tensors), source.dir,
+                                        &tensors, &wte, &lm_head);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!at::equal(wte, lm_head)) {
+    summary.warnings.push_back(
+        absl::StrCat("lm_head_weight differs from wte.weight in ", source.dir,
+                     " (they should be tied): exported wte.weight, which transformers also uses as "
+                     "lm_head.weight"));
+  }
+
+  const int64_t eos = tokenizer != nullptr ? tokenizer->eod_id() : config->vocab_size - 1;
+  if (absl::Status s =
+          WriteFolder(out, tensors, HuggingFaceConfigJson(*config, eos),
+                      tokenizer != nullptr ? &tokenizer_bytes : nullptr, &summary.bytes);
+      !s.ok()) {
+    return s;
+  }
+  summary.num_tensors = static_cast<int64_t>(tensors.size());
+  return summary;
+}
+
+}  // namespace trainer

@@ -1,0 +1,95 @@
+// Export of a training checkpoint as a Hugging Face GPT-2 folder, the library behind
+// //trainer:export_hf. The folder loads with transformers' GPT2LMHeadModel.from_pretrained:
+//
+//   OUT/model.safetensors   the GPT2LMHeadModel state dict (formats.md 2a), F32, metadata
+//                           {"format": "pt"}: every parameter under its Hugging Face key
+//                           (gpt2::HuggingFaceName) except lm_head.weight, which transformers
+//                           ties to transformer.wte.weight; the four Conv1D weights transposed
+//                           to [in, out]; wte cut back to the tokenizer's vocab_size rows
+//   OUT/config.json         GPT2Config: sizes from the checkpoint's model configuration
+//   OUT/tokenizer.model     a byte copy of the SentencePiece model, when one is known
+//
+// The model configuration comes from the checkpoint metadata's trainer.model object
+// (num_layers, hidden_size, num_attention_heads, seq_length, max_position_embeddings,
+// padded_vocab_size, vocab_size, optionally layernorm_epsilon, hidden_dropout and
+// attention_dropout); the tokenizer from trainer.tokenizer_model or the option.
+//
+// Nothing is written until the checkpoint has been read and checked whole. The files are
+// written into a hidden staging directory beside OUT that is renamed to OUT at the end, so
+// OUT either does not appear or is complete; on error the staging directory is removed.
+//
+// Thread safety: the functions are reentrant; two exports must not target the same OUT.
+#ifndef VARUNA_TRAINER_HF_EXPORT_H_
+#define VARUNA_TRAINER_HF_EXPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/hf_config.h"
+
+namespace trainer {
+
+// What to export and where. Paths are used as given (the program resolves relative ones).
+struct HfExportOptions {
+  // CKPT: a save directory holding varuna_ckpt_<n> directories (the newest complete one is
+  // exported unless `iteration` is set), or one varuna_ckpt_<n> directory itself.
+  std::string checkpoint;
+  // OUT: the folder to create. It must not exist or be an empty directory; missing parent
+  // directories are created.
+  std::string output_dir;
+  // --iteration: the checkpoint of a save directory to export; -1: the newest complete one.
+  int64_t iteration = -1;
+  // --tokenizer-model: the SentencePiece model to copy; "" takes the checkpoint's
+  // trainer.tokenizer_model, and with neither no tokenizer is exported.
+  std::string tokenizer_model;
+  // --vocab-size: the real vocabulary size, for checkpoints that predate trainer.model's
+  // vocab_size; 0 takes the checkpoint's (or, failing that, the tokenizer's).
+  int64_t vocab_size = 0;
+};
+
+// The usage line of export_hf.
+inline constexpr char kHfExportUsage[] =
+    "usage: export_hf CKPT OUT [--tokenizer-model PATH] [--iteration N] [--vocab-size N]\n"
+    "  CKPT  a --save directory (exports its newest complete checkpoint, or --iteration N)\n"
+    "        or one varuna_ckpt_<n> directory in it\n"
+    "  OUT   the Hugging Face folder to create (must not exist or be empty)";
+
+// Parses export_hf's arguments (without the program name): two positional paths and the
+// flags above, as "--flag value" or "--flag=value". Errors: InvalidArgument naming the
+// argument (missing or extra positionals, unknown flag, missing or malformed value);
+// the program prints kHfExportUsage with it and exits 2.
+absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>& args);
+
+// What an export did.
+struct HfExportSummary {
+  std::string checkpoint_dir;  // the varuna_ckpt_<n> directory read
+  int64_t iteration = 0;
+  int64_t num_tensors = 0;  // in model.safetensors
+  uint64_t bytes = 0;       // size of model.safetensors
+  std::string output_dir;
+  std::string tokenizer_model;        // the copied model, "" if none
+  std::vector<std::string> notes;     // for stdout: which checkpoint, where the vocab came from
+  std::vector<std::string> warnings;  // for stderr: e.g. lm_head_weight differs from wte
+
+  // "exported <checkpoint_dir> (iteration N): T tensors, B bytes -> <output_dir>".
+  std::string Line() const;
+};
+
+// Exports options.checkpoint into options.output_dir (see the file comment). Errors, each
+// naming the input and the fix, with nothing written: NotFound for a missing CKPT or
+// checkpoint (and the statuses of varuna::LatestCheckpointIteration / ReadCheckpoint for
+// incomplete or damaged ones, DataLoss mostly); InvalidArgument for --iteration that
+// contradicts a varuna_ckpt_<n> CKPT, a missing vocab_size (pass --vocab-size or
+// --tokenizer-model), a vocab_size above padded_vocab_size, or a tokenizer whose size
+// differs from vocab_size; DataLoss for a missing model configuration (ReadHfModelConfig),
+// a missing GPT-2 parameter or one with the wrong shape; FailedPrecondition if OUT exists
+// and is not an empty directory; NotFound / InvalidArgument from data::LoadTokenizer for a
+// missing or unusable tokenizer; errno statuses naming the path for I/O.
+absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_HF_EXPORT_H_

@@ -1,0 +1,41 @@
+// inspect_checkpoint: prints what a pretrain_gpt2 checkpoint holds and whether it is complete
+// and intact. See trainer/checkpoint_report.h.
+//
+//   bazel run //trainer:inspect_checkpoint -- DIR [--iteration N] [--tensors]
+//
+// Relative paths resolve against the directory bazel run was started from. Exit status: 0 if
+// the reported checkpoint is complete and intact, 1 if not (printed as
+// "inspect_checkpoint: error: ..."), 2 on a usage error.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/checkpoint_report.h"
+#include "trainer/paths.h"
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s\n", trainer::kInspectUsage);
+      return 0;
+    }
+  }
+  absl::StatusOr<trainer::InspectOptions> options = trainer::ParseInspectArgs(args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "inspect_checkpoint: error: %s\n%s\n",
+                 std::string(options.status().message()).c_str(), trainer::kInspectUsage);
+    return 2;
+  }
+  options->path = trainer::ResolveUserPath(options->path);
+  const trainer::CheckpointInspection inspection = trainer::InspectCheckpoint(*options);
+  std::fputs(inspection.report.c_str(), stdout);
+  std::fflush(stdout);
+  if (!inspection.status.ok()) {
+    std::fprintf(stderr, "inspect_checkpoint: error: %s\n",
+                 std::string(inspection.status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
