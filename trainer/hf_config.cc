@@ -40,6 +40,19 @@ absl::StatusOr<double> NumberField(const Value& model, const char* key, double f
 
 }  // namespace
 
+varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& c) {
+  varuna::json::Value out = varuna::json::Value::MakeObject();
+  out.Set("num_layers", c.num_layers);
+  out.Set("hidden_size", c.hidden_size);
+  out.Set("num_attention_heads", c.num_attention_heads);
+  out.Set("seq_length", c.seq_length);
+  out.Set("max_position_embeddings", c.max_position_embeddings);
+  out.Set("padded_vocab_size", c.padded_vocab_size());
+  out.Set("vocab_size", c.vocab_size);
+  out.Set("layernorm_epsilon", c.layernorm_epsilon);
+  return out;
+}
+
 absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std::string& source) {
   const Value* trainer = metadata.Find("trainer");
   const Value* model = trainer != nullptr ? trainer->Find("model") : nullptr;

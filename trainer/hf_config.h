@@ -1,6 +1,6 @@
-// The model configuration of a checkpoint as a Hugging Face export needs it: read from the
-// checkpoint metadata's trainer.model object (written by //trainer:pretrain_gpt2) and turned
-// into transformers' GPT2Config (config.json, formats.md 2a).
+// The model configuration recorded in a checkpoint (the trainer state's "model" object):
+// written by //trainer:pretrain_gpt2 (ModelConfigJson), read back for a Hugging Face export
+// and turned into transformers' GPT2Config (config.json, formats.md 2a).
 //
 // Thread safety: pure functions.
 #ifndef VARUNA_TRAINER_HF_CONFIG_H_
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "models/gpt2/config.h"
 #include "varuna/json.h"
 
 namespace trainer {
@@ -30,6 +31,10 @@ struct HfModelConfig {
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
 };
+
+// The "model" object the trainer records: the fields that must match on resume (sizes,
+// padded and real vocabulary, layer-norm epsilon; not the dropouts).
+varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& config);
 
 // Reads trainer.model from a checkpoint's metadata ({"engine": ..., "trainer": ...}).
 // `source` names the checkpoint in messages. vocab_size stays 0 if the checkpoint does not

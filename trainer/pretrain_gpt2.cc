@@ -32,6 +32,7 @@
 #include "trainer/arguments.h"
 #include "trainer/device_name.h"
 #include "trainer/gpt_data.h"
+#include "trainer/hf_config.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/paths.h"
 #include "trainer/sample_corpus.h"
@@ -68,19 +69,6 @@ absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t 
   config->init_method_std = a.init_method_std;
   if (absl::Status status = config->Validate(); !status.ok()) return status;
   return config;
-}
-
-Value ModelJson(const gpt2::Gpt2Config& c) {
-  Value out = Value::MakeObject();
-  out.Set("num_layers", c.num_layers);
-  out.Set("hidden_size", c.hidden_size);
-  out.Set("num_attention_heads", c.num_attention_heads);
-  out.Set("seq_length", c.seq_length);
-  out.Set("max_position_embeddings", c.max_position_embeddings);
-  out.Set("padded_vocab_size", c.padded_vocab_size());
-  out.Set("vocab_size", c.vocab_size);
-  out.Set("layernorm_epsilon", c.layernorm_epsilon);
-  return out;
 }
 
 // "--hidden-size: checkpoint 128, flags 256; ..." for every model field that differs.
@@ -125,7 +113,7 @@ absl::StatusOr<double> Evaluate(varuna::Varuna& engine, const GptData& data, dat
 
 // What a checkpoint records besides the engine's state.
 struct SavedContext {
-  Value model;                  // ModelJson
+  Value model;                  // ModelConfigJson
   std::string tokenizer_model;  // absolute path, for export_hf
   Value lr_schedule;
   std::string data_fingerprint;
@@ -391,7 +379,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
 
   // Resume.
   SavedContext saved_context;
-  saved_context.model = ModelJson(*config);
+  saved_context.model = ModelConfigJson(*config);
   saved_context.tokenizer_model =
       tokenizer_model.empty() ? "" : std::filesystem::absolute(tokenizer_model).string();
   saved_context.lr_schedule = Value::MakeObject();

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/parameter_names.h"
+#include "trainer/hf_config.h"
 #include "varuna/checkpoint_files.h"
 #include "varuna/json.h"
 #include "varuna/safetensors.h"
@@ -72,18 +73,10 @@ gpt2::Gpt2Config TinyConfig(int vocab_size = kVocab) {
   return config;
 }
 
-// trainer.model as the trainer records it.
-Value ModelJson(const gpt2::Gpt2Config& c) {
-  Value model = Value::MakeObject();
-  model.Set("num_layers", c.num_layers);
-  model.Set("hidden_size", c.hidden_size);
-  model.Set("num_attention_heads", c.num_attention_heads);
-  model.Set("seq_length", c.seq_length);
-  model.Set("max_position_embeddings", c.max_position_embeddings);
-  model.Set("padded_vocab_size", c.padded_vocab_size());
-  model.Set("vocab_size", c.vocab_size);
-  model.Set("layernorm_epsilon", 1e-6);
-  return model;
+// trainer.model as the trainer records it (with an epsilon other than the default).
+Value ModelJson(gpt2::Gpt2Config c) {
+  c.layernorm_epsilon = 1e-6;
+  return ModelConfigJson(c);
 }
 
 // Distinct values in every element of every tensor, so that a swapped name, a missed
