@@ -143,7 +143,9 @@ TEST_F(LaunchTest, ARankKilledByASignalIsReported) {
 TEST_F(LaunchTest, WorkersIgnoringSigtermAreKilledAfterTheGracePeriod) {
   const Process launcher = Start(
       {"--nstages=1", "--chunk_size=1", "--batch_size=2", "--gpus_per_node=2", "--grace_seconds=1"},
-      {"--fail_rank=1", "--fail_code=5", "--ignore_sigterm", "--sleep_ms=60000"});
+      // Rank 1 fails only after rank 0 has had time to start ignoring SIGTERM.
+      {"--fail_rank=1", "--fail_code=5", "--fail_after_ms=2000", "--ignore_sigterm",
+       "--sleep_ms=60000"});
   const ExitInfo exit = Wait(launcher);
   EXPECT_EQ(exit.code, 5) << exit.output;
   EXPECT_GE(exit.seconds, 1.0) << "SIGKILL must wait for the grace period";
