@@ -114,18 +114,21 @@ absl::Status WriteRankMarker(const std::string& save_dir, int64_t iteration, int
 absl::Status FinalizeCheckpoint(const std::string& save_dir, int64_t iteration, int world_size,
                                 const json::Value& layout, const json::Value& metadata);
 
-// Undoes an unfinished write (after BeginCheckpoint, before FinalizeCheckpoint succeeded):
-// removes save_dir/varuna_ckpt_<iteration> and puts back the copy BeginCheckpoint moved
-// aside, if any. Used when a write fails; after a crash the incomplete directory simply stays
+// Undoes an unfinished write (after BeginCheckpoint, before FinalizeCheckpoint wrote
+// COMPLETE; no rank may still be writing): removes save_dir/varuna_ckpt_<iteration> and puts
+// back the complete copy BeginCheckpoint moved aside, if any. Does nothing if the checkpoint
+// is complete. Used when a write fails; after a crash the incomplete directory simply stays
 // unloadable.
 absl::Status AbandonCheckpoint(const std::string& save_dir, int64_t iteration);
 
-// Removes the complete checkpoints of save_dir older than its newest `keep_last` complete
-// ones (keep_last >= 1; the newest complete one is never removed), and incomplete ones older
-// than the oldest kept. Each is renamed to a hidden name first, so a crash leaves no
-// half-removed checkpoint. Returns the removed iterations, oldest first.
+// After iteration `current` was completed: keeps `current` and the newest keep_last - 1
+// complete checkpoints older than it (keep_last >= 1), and removes the other complete ones
+// older than `current` and the incomplete ones older than the oldest kept. Checkpoints newer
+// than `current` (e.g. of a run resumed from an earlier iteration) are left alone. Each is
+// renamed to a hidden name first, so a crash leaves no half-removed checkpoint. Returns the
+// removed iterations, oldest first.
 absl::StatusOr<std::vector<int64_t>> RemoveOldCheckpoints(const std::string& save_dir,
-                                                          int keep_last);
+                                                          int keep_last, int64_t current);
 
 // ---------------------------------------------------------------------------------------
 // Reading

@@ -295,10 +295,12 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& load_dir, int64
     absl::StatusOr<SafetensorsFile> file = ReadSafetensors(path);
     if (!file.ok()) {
       // A damaged file is better reported as a checksum mismatch than as a parse error.
-      if (absl::Status s = CheckFile(path, record.checksum, CheckpointCheck::kChecksums); !s.ok()) {
+      if (absl::Status s = CheckFile(path, record.checksum, CheckpointCheck::kChecksums);
+          s.code() == absl::StatusCode::kDataLoss) {
         return s;
       }
-      return file.status();
+      // Listed in the manifest, of the recorded size, yet unreadable: damaged data.
+      return absl::DataLossError(absl::StrCat(path, " cannot be read: ", file.status().message()));
     }
     if (file->checksum.size != record.checksum.size ||
         file->checksum.crc32c != record.checksum.crc32c) {

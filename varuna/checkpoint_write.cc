@@ -321,6 +321,7 @@ absl::Status FinalizeCheckpoint(const std::string& save_dir, int64_t iteration, 
 absl::Status AbandonCheckpoint(const std::string& save_dir, int64_t iteration) {
   const std::string dir = JoinPath(save_dir, CheckpointDirName(iteration));
   std::error_code error;
+  if (fs::exists(JoinPath(dir, kCheckpointCompleteMarker), error)) return absl::OkStatus();
   fs::remove_all(dir, error);
   if (error) {
     return absl::InternalError(
@@ -328,10 +329,12 @@ absl::Status AbandonCheckpoint(const std::string& save_dir, int64_t iteration) {
   }
   const std::string prefix = absl::StrCat(".", CheckpointDirName(iteration), kReplacedInfix);
   for (fs::directory_iterator it(save_dir, error), end; !error && it != end; it.increment(error)) {
-    if (absl::StartsWith(it->path().filename().string(), prefix)) {
-      if (::rename(it->path().c_str(), dir.c_str()) != 0) {
-        return ErrnoStatus(errno,
-                           absl::StrCat("cannot restore ", it->path().string(), " as ", dir));
+    const fs::path& path = it->path();
+    std::error_code ignored;
+    if (absl::StartsWith(path.filename().string(), prefix) &&
+        fs::exists(path / kCheckpointCompleteMarker, ignored)) {
+      if (::rename(path.c_str(), dir.c_str()) != 0) {
+        return ErrnoStatus(errno, absl::StrCat("cannot restore ", path.string(), " as ", dir));
       }
       break;
     }
@@ -340,7 +343,7 @@ absl::Status AbandonCheckpoint(const std::string& save_dir, int64_t iteration) {
 }
 
 absl::StatusOr<std::vector<int64_t>> RemoveOldCheckpoints(const std::string& save_dir,
-                                                          int keep_last) {
+                                                          int keep_last, int64_t current) {
   if (keep_last < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--keep-last=", keep_last, " would remove every checkpoint: keep at least 1"));
@@ -348,7 +351,13 @@ absl::StatusOr<std::vector<int64_t>> RemoveOldCheckpoints(const std::string& sav
   std::vector<int64_t> complete;
   std::vector<int64_t> incomplete;
   for (int64_t iteration : ListCheckpointIterations(save_dir)) {  // newest first
+    if (iteration > current) continue;
     (VerifyCheckpoint(save_dir, iteration).ok() ? complete : incomplete).push_back(iteration);
+  }
+  if (complete.empty() || complete.front() != current) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("not removing old checkpoints: ", CheckpointDirName(current), " in ", save_dir,
+                     " is not complete"));
   }
   if (static_cast<int>(complete.size()) <= keep_last) return std::vector<int64_t>{};
   const int64_t oldest_kept = complete[keep_last - 1];

@@ -142,6 +142,8 @@ absl::Status Varuna::checkpoint(const CheckpointOptions& options, int64_t iterat
   }
   if (absl::Status status = AgreeOnStatus(checkpoint_writer_->Write(RankShare(options, iteration)));
       !status.ok()) {
+    // Every rank's background move must end before rank 0 removes the directory.
+    AgreeOnStatus(checkpoint_writer_->Wait()).IgnoreError();
     OnRankZero([&] { return AbandonCheckpoint(options.save_dir, iteration); }).IgnoreError();
     return status;
   }
@@ -178,18 +180,21 @@ absl::Status Varuna::finish_checkpoint() {
   if (!pending_checkpoint_) return absl::OkStatus();
   const PendingCheckpoint pending = std::move(*pending_checkpoint_);
   pending_checkpoint_.reset();
+  const std::string& save_dir = pending.options.save_dir;
   if (absl::Status status = AgreeOnStatus(checkpoint_writer_->Wait()); !status.ok()) {
+    OnRankZero([&] { return AbandonCheckpoint(save_dir, pending.iteration); }).IgnoreError();
     return status;
   }
   return OnRankZero([&]() -> absl::Status {
     if (absl::Status status =
-            FinalizeCheckpoint(pending.options.save_dir, pending.iteration,
-                               options_.stage_map.world_size(), pending.layout, pending.metadata);
+            FinalizeCheckpoint(save_dir, pending.iteration, options_.stage_map.world_size(),
+                               pending.layout, pending.metadata);
         !status.ok()) {
+      AbandonCheckpoint(save_dir, pending.iteration).IgnoreError();  // unless COMPLETE is in
       return status;
     }
     if (pending.options.keep_last > 0) {
-      return RemoveOldCheckpoints(pending.options.save_dir, pending.options.keep_last).status();
+      return RemoveOldCheckpoints(save_dir, pending.options.keep_last, pending.iteration).status();
     }
     return absl::OkStatus();
   });

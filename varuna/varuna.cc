@@ -283,13 +283,13 @@ absl::Status Varuna::AgreeOnStatus(const absl::Status& local) {
   const int world_size = groups_.world->size();
   const std::string key = absl::StrCat("varuna/status/", agreements_++, "/");
   if (!local.ok()) {
+    // Every rank reaches the all-reduce below whatever happens here: the others wait in it.
     const std::string message(local.message());
     try {
       options_.world->store().set(key + std::to_string(options_.rank),
                                   std::vector<uint8_t>(message.begin(), message.end()));
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot reach the rendezvous store (", e.what(), ") to report: ", message));
+    } catch (const std::exception&) {
+      // The others then name only the failing rank; this rank returns its own message.
     }
   }
   std::vector<double> codes(static_cast<size_t>(world_size), 0.0);
@@ -298,12 +298,14 @@ absl::Status Varuna::AgreeOnStatus(const absl::Status& local) {
   for (int r = 0; r < world_size; ++r) {
     if (codes[static_cast<size_t>(r)] == 0) continue;
     if (r == options_.rank) return local;
-    std::string message;
+    std::string message = "(its message could not be read from the rendezvous store)";
     try {
-      const std::vector<uint8_t> bytes = options_.world->store().get(key + std::to_string(r));
-      message.assign(bytes.begin(), bytes.end());
-    } catch (const std::exception& e) {
-      message = absl::StrCat("(its message could not be read: ", e.what(), ")");
+      const std::string failed = key + std::to_string(r);
+      if (options_.world->store().check({failed})) {
+        const std::vector<uint8_t> bytes = options_.world->store().get(failed);
+        message.assign(bytes.begin(), bytes.end());
+      }
+    } catch (const std::exception&) {
     }
     return absl::Status(static_cast<absl::StatusCode>(codes[static_cast<size_t>(r)]),
                         absl::StrCat("rank ", r, ": ", message));

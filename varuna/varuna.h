@@ -84,8 +84,8 @@ struct CheckpointOptions {
   // The replicas of each stage split the writing (Varuna's --shard); otherwise replica 0 of
   // each stage writes it alone.
   bool shard = false;
-  // After a checkpoint completes, remove the older ones beyond the newest keep_last complete
-  // ones (RemoveOldCheckpoints); 0 keeps all.
+  // After a checkpoint completes, keep it and the keep_last - 1 complete ones before it,
+  // removing older ones (RemoveOldCheckpoints); 0 keeps all.
   int keep_last = 0;
 };
 

@@ -428,12 +428,20 @@ TEST_F(CheckpointFilesTest, KeepLastRemovesOnlyOlderCheckpoints) {
   }
   ASSERT_TRUE(BeginCheckpoint(save_dir_, 1).ok());   // an old crashed write
   ASSERT_TRUE(BeginCheckpoint(save_dir_, 10).ok());  // a write in progress
-  absl::StatusOr<std::vector<int64_t>> removed = RemoveOldCheckpoints(save_dir_, 2);
+  absl::StatusOr<std::vector<int64_t>> removed = RemoveOldCheckpoints(save_dir_, 2, 8);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_THAT(*removed, ElementsAre(1, 2, 4));
   EXPECT_THAT(ListCheckpointIterations(save_dir_), ElementsAre(10, 8, 6));
-  EXPECT_TRUE(RemoveOldCheckpoints(save_dir_, 2)->empty());
-  EXPECT_THAT(Message(RemoveOldCheckpoints(save_dir_, 0).status()), HasSubstr("--keep-last=0"));
+  EXPECT_TRUE(RemoveOldCheckpoints(save_dir_, 2, 8)->empty());
+  EXPECT_THAT(Message(RemoveOldCheckpoints(save_dir_, 0, 8).status()), HasSubstr("--keep-last=0"));
+  EXPECT_THAT(Message(RemoveOldCheckpoints(save_dir_, 1, 10).status()),
+              HasSubstr("varuna_ckpt_10 in " + save_dir_ + " is not complete"));
+  // A run resumed from 6 writes 7: 8 (newer, of the abandoned run) is left alone, 6 goes.
+  ASSERT_TRUE(WriteCheckpoint(save_dir_, MakeData(7, 1)).ok());
+  removed = RemoveOldCheckpoints(save_dir_, 1, 7);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_THAT(*removed, ElementsAre(6));
+  EXPECT_THAT(ListCheckpointIterations(save_dir_), ElementsAre(10, 8, 7));
   for (const std::string& name : Listing(save_dir_)) EXPECT_NE(name[0], '.') << name;
 }
 
