@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "trainer/flags.h"
 #include "varuna/checkpoint_files.h"
+#include "varuna/crc32c.h"
 #include "varuna/json.h"
 #include "varuna/safetensors.h"
 
@@ -205,8 +206,8 @@ std::string DescribeState(const varuna::CheckpointManifest& manifest) {
   return out;
 }
 
-// The table of segment files and the totals. Sets *status (if OK) to the first error found
-// while reading a file.
+// The table of segment files and the totals, reading each file once. Sets *status (if OK) to
+// the first error found while reading a file or checking its CRC-32C.
 std::string DescribeFiles(const varuna::CheckpointManifest& manifest, bool list_tensors,
                           absl::Status* status) {
   std::vector<varuna::CheckpointFile> files = manifest.files;
@@ -236,6 +237,13 @@ std::string DescribeFiles(const varuna::CheckpointManifest& manifest, bool list_
       const bool crc_ok = file->checksum.size == record.checksum.size &&
                           file->checksum.crc32c == record.checksum.crc32c;
       crc = crc_ok ? "ok" : "MISMATCH";
+      if (!crc_ok && status->ok()) {
+        *status = absl::DataLossError(
+            absl::StrCat(path, ": CRC-32C checksum mismatch: the file (", file->checksum.size,
+                         " bytes) has ", varuna::Crc32cToHex(file->checksum.crc32c),
+                         ", metadata.json records ", varuna::Crc32cToHex(record.checksum.crc32c),
+                         " (the file was damaged after it was written)"));
+      }
       uint64_t file_bytes = 0;
       for (const auto& [name, tensor] : file->tensors) {
         file_bytes += tensor.nbytes();
@@ -314,14 +322,13 @@ CheckpointInspection ReportCheckpoint(const std::string& load_dir, int64_t itera
   CheckpointInspection result;
   result.iteration = iteration;
   const std::string dir = (fs::path(load_dir) / varuna::CheckpointDirName(iteration)).string();
+  // Sizes here; every file's CRC-32C is checked as DescribeFiles reads it.
   absl::StatusOr<varuna::CheckpointManifest> manifest =
-      varuna::ReadCheckpointManifest(load_dir, iteration, varuna::CheckpointCheck::kChecksums);
+      varuna::ReadCheckpointManifest(load_dir, iteration, varuna::CheckpointCheck::kSizes);
   result.status = manifest.status();
   if (absl::IsNotFound(result.status)) return result;
-  if (!manifest.ok()) {
-    // Best effort: a checksum mismatch still leaves a readable metadata.json.
-    manifest = varuna::ReadCheckpointManifest(load_dir, iteration, varuna::CheckpointCheck::kSizes);
-  }
+  const std::string files =
+      manifest.ok() ? DescribeFiles(*manifest, list_tensors, &result.status) : "";
   std::string& out = result.report;
   out += Line("checkpoint", dir);
   out += Line("iteration", absl::StrCat(iteration));
@@ -333,7 +340,7 @@ CheckpointInspection ReportCheckpoint(const std::string& load_dir, int64_t itera
     return result;
   }
   out += DescribeState(*manifest);
-  out += DescribeFiles(*manifest, list_tensors, &result.status);
+  out += files;
   return result;
 }
 

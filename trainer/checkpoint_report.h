@@ -18,9 +18,8 @@
 //    learned: if metadata.json is readable, everything above with the damaged files marked;
 //    otherwise the files present on disk (segment files, rank markers).
 //
-// Reading a checkpoint's segment files reads every byte of them (twice: once for the
-// checksums, once for the tensor headers), so inspecting a large checkpoint takes as long as
-// reading it from disk.
+// The full report reads every segment file once (its CRC-32C is computed while its tensors
+// are read), so inspecting a large checkpoint takes as long as reading it from disk.
 //
 // Thread safety: the functions are reentrant; the checkpoint must not be written while it
 // is inspected (the report would then describe a half-written checkpoint as incomplete).

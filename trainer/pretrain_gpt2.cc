@@ -372,10 +372,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     return status;
   }
   const int64_t decay_steps = a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters;
+  const int64_t warmup_steps = static_cast<int64_t>(a.warmup * static_cast<double>(decay_steps));
   absl::StatusOr<LrDecayStyle> style = ParseLrDecayStyle(a.lr_decay_style);
-  LrSchedule schedule({a.lr, a.min_lr, *style,
-                       static_cast<int64_t>(a.warmup * static_cast<double>(decay_steps)),
-                       decay_steps});
+  LrSchedule schedule({a.lr, a.min_lr, *style, warmup_steps, decay_steps});
 
   // Resume.
   SavedContext saved_context;
@@ -387,8 +386,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   saved_context.lr_schedule.Set("min_lr", a.min_lr);
   saved_context.lr_schedule.Set("decay_style", a.lr_decay_style);
   saved_context.lr_schedule.Set("decay_iters", decay_steps);
-  saved_context.lr_schedule.Set("warmup_iters",
-                                static_cast<int64_t>(a.warmup * static_cast<double>(decay_steps)));
+  saved_context.lr_schedule.Set("warmup_iters", warmup_steps);
   saved_context.data_fingerprint = absl::StrFormat("%016x", (*data)->indexed().Fingerprint());
   const Value& model_json = saved_context.model;
   TrainingState state;
