@@ -33,17 +33,19 @@ _TORCH_NVCC_FLAGS = [
     "-I$(GENDIR)",
 ]
 
-def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], **kwargs):
+def cuda_library(name, srcs, hdrs = [], private_hdrs = [], deps = [], nvcc_flags = [], **kwargs):
     """A cc_library of .cu files compiled by nvcc; exists only under --config=cuda.
 
-    The .cu files may include LibTorch headers and the headers in `hdrs` (by workspace path).
+    The .cu files may include LibTorch headers and the headers in `hdrs` and `private_hdrs`
+    (by workspace path); `private_hdrs` (device code, e.g. .cuh) are seen by nvcc only.
     They link against the shared CUDA runtime that LibTorch uses, so streams, devices and
     the caching allocator are the same ones the rest of the program sees.
     """
     objects = []
     commands = []
     for src in srcs:
-        obj = "_%s_objs/%s.o" % (name, src.rsplit(".", 1)[0])
+        # A source in another package (a label "//pkg:file.cu") gets its file name.
+        obj = "_%s_objs/%s.o" % (name, src.rsplit(":", 1)[-1].rsplit(".", 1)[0])
         objects.append(obj)
         commands.append(" ".join(
             # nvcc finds its include/ and nvvm/ relative to its own path: call it by the real
@@ -54,7 +56,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], **kwargs):
     archive = "lib%s_cu.a" % name
     native.genrule(
         name = name + "_nvcc",
-        srcs = srcs + hdrs + [
+        srcs = srcs + hdrs + private_hdrs + [
             "@cuda//:bin/nvcc",
             "@cuda//:header_files",
             "@libtorch//:header_files",

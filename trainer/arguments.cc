@@ -79,6 +79,8 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("resume_step", &a.resume_step, "resume from this checkpoint iteration (-1: newest)");
   p.Add("profiling", &a.profiling, "Varuna's profile mode");
   p.Add("schedule", &a.schedule, "pipeline schedule: varuna, gpipe or 1f1b");
+  p.Add("attention-backend", &a.attention_backend,
+        "causal attention: fused-softmax, sdpa, or auto (the faster on a GPU)");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
 }
@@ -168,6 +170,11 @@ absl::Status Validate(const TrainerArguments& a) {
   if (absl::StatusOr<varuna::ScheduleKind> kind = varuna::ParseScheduleKind(a.schedule);
       !kind.ok()) {
     return kind.status();
+  }
+  if (a.attention_backend != "auto" && a.attention_backend != "fused-softmax" &&
+      a.attention_backend != "sdpa") {
+    return Invalid(absl::StrCat("--attention-backend=", a.attention_backend,
+                                " is not a backend: use fused-softmax, sdpa or auto"));
   }
   if (a.distributed_timeout_minutes < 1) {
     return Invalid(absl::StrCat("--distributed-timeout-minutes=", a.distributed_timeout_minutes,

@@ -80,7 +80,8 @@ struct TrainerArguments {
   int local_rank = -1;
   int64_t resume_step = -1;  // Also --load-iteration.
   bool profiling = false;
-  std::string schedule = "varuna";  // varuna, gpipe or 1f1b
+  std::string schedule = "varuna";         // varuna, gpipe or 1f1b
+  std::string attention_backend = "auto";  // auto, fused-softmax or sdpa
   int distributed_timeout_minutes = 10;
 
   // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments

@@ -30,6 +30,7 @@
 #include "models/gpt2/model.h"
 #include "models/gpt2/summary.h"
 #include "trainer/arguments.h"
+#include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
 #include "trainer/gpt_data.h"
 #include "trainer/hf_config.h"
@@ -348,10 +349,21 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   log.Info(absl::StrCat("> data: ", (*data)->Describe()));
 
   // Engine and optimizer.
+  AttentionShape attention_shape;
+  attention_shape.micro_batch = a.chunk_size > 0 ? a.chunk_size : a.batch_size;
+  attention_shape.heads = config->num_attention_heads;
+  attention_shape.seq_length = config->seq_length;
+  attention_shape.head_dim = config->hidden_size / config->num_attention_heads;
+  absl::StatusOr<AttentionChoice> attention = ChooseAttentionBackend(
+      a.attention_backend, engine_options.device, engine_options.dtype, attention_shape);
+  if (!attention.ok()) return attention.status();
+  log.Info(absl::StrCat("> attention: ", attention->reason));
+  gpt2::Gpt2ExecutionOptions execution;
+  execution.attention = attention->backend;
   at::manual_seed(a.seed);
-  absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine_or =
-      varuna::Varuna::Create(gpt2::Gpt2StageBuilder(*config, static_cast<uint64_t>(a.seed)),
-                             config->num_layers, engine_options);
+  absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine_or = varuna::Varuna::Create(
+      gpt2::Gpt2StageBuilder(*config, static_cast<uint64_t>(a.seed), execution), config->num_layers,
+      engine_options);
   if (!engine_or.ok()) return engine_or.status();
   varuna::Varuna& engine = **engine_or;
   varuna::AdamOptions adam;

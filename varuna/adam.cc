@@ -3,10 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varuna/kernels/fused_adam.h"
 
 namespace varuna {
 
@@ -19,31 +18,22 @@ Adam::Adam(std::vector<NamedParameter> parameters, const AdamOptions& options)
     master_grads_.push_back(at::zeros_like(masters_.back()));
     exp_avg_.push_back(at::zeros_like(masters_.back()));
     exp_avg_sq_.push_back(at::zeros_like(masters_.back()));
+    model_copies_.push_back(is_fp32 ? at::Tensor() : p.tensor);
+    decay_.push_back(p.decay);
   }
 }
 
-void Adam::Step() {
-  at::NoGradGuard no_grad;
+void Adam::Step(double grad_scale) {
   ++step_count_;
-  const double t = static_cast<double>(step_count_);
-  const double bias1 = 1.0 - std::pow(options_.beta1, t);
-  const double bias2 = 1.0 - std::pow(options_.beta2, t);
-  const double step_size = options_.lr / bias1;
-  const double rsqrt_bias2 = 1.0 / std::sqrt(bias2);
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    at::Tensor& m = exp_avg_[i];
-    at::Tensor& v = exp_avg_sq_[i];
-    const at::Tensor& g = master_grads_[i];
-    at::Tensor& w = masters_[i];
-    m.mul_(options_.beta1).add_(g, 1.0 - options_.beta1);
-    v.mul_(options_.beta2).addcmul_(g, g, 1.0 - options_.beta2);
-    at::Tensor denom = v.sqrt().mul_(rsqrt_bias2).add_(options_.eps);
-    if (parameters_[i].decay && options_.weight_decay != 0) {
-      w.mul_(1.0 - options_.lr * options_.weight_decay);
-    }
-    w.addcdiv_(m, denom, -step_size);
-    if (!w.is_same(parameters_[i].tensor)) parameters_[i].tensor.copy_(w);
-  }
+  kernels::AdamHyperparameters hp;
+  hp.lr = options_.lr;
+  hp.beta1 = options_.beta1;
+  hp.beta2 = options_.beta2;
+  hp.eps = options_.eps;
+  hp.weight_decay = options_.weight_decay;
+  hp.step = step_count_;
+  hp.grad_scale = grad_scale;
+  kernels::FusedAdamStep(masters_, master_grads_, exp_avg_, exp_avg_sq_, model_copies_, decay_, hp);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Adam::StateOf(size_t i) const {

@@ -14,6 +14,9 @@
 // tensor, and the update is copied back into the parameter (rounded). Gradients are read as
 // fp32 from `master_grad` tensors the caller fills (see MasterGrads()).
 //
+// Step() is one varuna::kernels::FusedAdamStep over all parameters: one CUDA launch for a model
+// on the GPU, the LibTorch reference on the CPU.
+//
 // The state (moments, masters, step count) is keyed by parameter name, so it can be saved per
 // segment and loaded under another layout.
 //
@@ -66,8 +69,9 @@ class Adam {
   // The fp32 master copy of parameter i (the parameter itself when it is fp32).
   const at::Tensor& master(size_t i) const { return masters_[i]; }
 
-  // Applies one update with the current master gradients and increments step_count().
-  void Step();
+  // Applies one update with the current master gradients, each multiplied by `grad_scale` first
+  // (e.g. the gradient-clipping coefficient), and increments step_count().
+  void Step(double grad_scale = 1.0);
 
   // Named state tensors of parameter i: "<name>" (fp32 master), "<name>.exp_avg",
   // "<name>.exp_avg_sq" (CPU copies are the caller's business).
@@ -92,6 +96,8 @@ class Adam {
   std::vector<at::Tensor> master_grads_;
   std::vector<at::Tensor> exp_avg_;
   std::vector<at::Tensor> exp_avg_sq_;
+  std::vector<at::Tensor> model_copies_;  // the fp16/bf16 parameter; undefined when fp32
+  std::vector<bool> decay_;
   int64_t step_count_ = 0;
 };
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varuna/kernels/multi_tensor.h"
 #include "varuna/partition.h"
 
 namespace varuna {
@@ -209,14 +210,25 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
   at::NoGradGuard no_grad;
   const std::vector<NamedParameter>& params = optimizer_->parameters();
   std::vector<at::Tensor>& grads = optimizer_->MasterGrads();
+  // The model's (scaled, fp16/bf16/fp32) gradients into the fp32 master gradients, divided by
+  // the loss scale: one multi-tensor pass. Without ties or replicas nothing changes the master
+  // gradients afterwards, and the same pass also sums their squares.
+  std::vector<at::Tensor> model_grads;
+  std::vector<at::Tensor> master_grads;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& grad = params[i].tensor.grad();
     if (grad.defined()) {
-      grads[i].copy_(grad).div_(scale);
+      model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
+      master_grads.push_back(grads[i]);
     } else {
       grads[i].zero_();
     }
   }
+  if (tied_pairs_.empty() && remote_tied_.empty() && groups_.data_parallel == nullptr) {
+    return kernels::MultiTensorUnscaleL2NormSquared(model_grads, master_grads, 1.0 / scale)
+        .sum_of_squares.item<double>();
+  }
+  kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   std::vector<bool> duplicate(params.size(), false);
   for (const auto& [first, second] : tied_pairs_) {
     grads[first].add_(grads[second]);
@@ -254,12 +266,11 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
       begin = end;
     }
   }
-  double sum_of_squares = 0;
+  std::vector<at::Tensor> counted;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (duplicate[i]) continue;
-    sum_of_squares += grads[i].to(at::kDouble).pow(2).sum().item<double>();
+    if (!duplicate[i]) counted.push_back(grads[i]);
   }
-  return sum_of_squares;
+  return kernels::MultiTensorL2NormSquared(counted).item<double>();
 }
 
 absl::Status Varuna::AllRanksSum(std::vector<double>& values) {
@@ -356,14 +367,12 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_reque
   scaler_->Update(result.overflow);
   if (result.overflow) return result;
 
+  double grad_scale = 1.0;
   if (options_.clip_grad > 0) {
     const double coefficient = options_.clip_grad / (result.grad_norm + 1e-6);
-    if (coefficient < 1.0) {
-      at::NoGradGuard no_grad;
-      for (at::Tensor& grad : optimizer_->MasterGrads()) grad.mul_(coefficient);
-    }
+    if (coefficient < 1.0) grad_scale = coefficient;
   }
-  optimizer_->Step();
+  optimizer_->Step(grad_scale);
   return result;
 }
 

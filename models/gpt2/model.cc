@@ -27,7 +27,8 @@ absl::Status ValidateSegmentRange(const Gpt2Config& config, varuna::SegmentRange
   return absl::OkStatus();
 }
 
-Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint64_t seed)
+Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint64_t seed,
+                     const Gpt2ExecutionOptions& execution)
     : config_(config), range_(range) {
   CheckOk(config.Validate());
   CheckOk(ValidateSegmentRange(config, range));
@@ -46,8 +47,8 @@ Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint6
   // Layers are children of `h`, named by their global index ("5", "6", ...).
   auto layers = register_module("h", std::make_shared<torch::nn::Module>("Layers"));
   for (int i = range.first; i <= range.last; ++i) {
-    layers_.push_back(
-        layers->register_module(std::to_string(i), std::make_shared<TransformerLayer>(config)));
+    layers_.push_back(layers->register_module(
+        std::to_string(i), std::make_shared<TransformerLayer>(config, execution.attention)));
   }
   if (range.last == last_segment) {
     ln_f_ = register_module("ln_f", std::make_shared<LayerNormParams>(h));
@@ -98,7 +99,7 @@ torch::Tensor Gpt2Stage::AttentionMask(const varuna::TensorMap& inputs,
   const int64_t b = x.size(0);
   const int64_t s = x.size(1);
   auto it = inputs.find("attention_mask");
-  if (it == inputs.end() || !it->second.defined()) return CausalMask(s, x.device());
+  if (it == inputs.end() || !it->second.defined()) return {};  // causal
   const torch::Tensor& mask = it->second;
   TORCH_CHECK(mask.scalar_type() == at::kBool && mask.dim() == 4 &&
                   (mask.size(0) == b || mask.size(0) == 1) && mask.size(1) == 1 &&
@@ -176,9 +177,11 @@ bool Gpt2Stage::DecaysWeight(const std::string& parameter_name) const {
   return gpt2::DecaysWeight(parameter_name);
 }
 
-varuna::StageBuilder Gpt2StageBuilder(const Gpt2Config& config, uint64_t seed) {
-  return [config, seed](varuna::SegmentRange range) -> std::shared_ptr<varuna::StageModule> {
-    return std::make_shared<Gpt2Stage>(config, range, seed);
+varuna::StageBuilder Gpt2StageBuilder(const Gpt2Config& config, uint64_t seed,
+                                      const Gpt2ExecutionOptions& execution) {
+  return [config, seed,
+          execution](varuna::SegmentRange range) -> std::shared_ptr<varuna::StageModule> {
+    return std::make_shared<Gpt2Stage>(config, range, seed, execution);
   };
 }
 

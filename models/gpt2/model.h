@@ -19,7 +19,8 @@
 //   position_ids    [b, s] int64     segment 0
 //   labels          [b, s] int64     last segment; values < padded vocab size
 //   loss_mask       [b, s] floating  last segment; 1 = counts in the loss, 0 = ignored
-//   attention_mask  [b or 1, 1, s, s] bool, optional, true = masked out; absent: causal mask
+//   attention_mask  [b or 1, 1, s, s] bool, optional, true = masked out; absent: causal (the
+//                   fused causal attention of Gpt2ExecutionOptions::attention)
 // The activation between stages is [b, s, h] in the parameters' dtype.
 //
 // Dropout draws from LibTorch's default generator (the engine saves and restores it for
@@ -42,6 +43,14 @@
 
 namespace gpt2 {
 
+// How the model runs, as opposed to what it computes (Gpt2Config): choices that change speed,
+// not the function (up to rounding), and so are not saved with a checkpoint.
+struct Gpt2ExecutionOptions {
+  // Causal attention: the fused causal softmax between two GEMMs (Megatron's path, and the
+  // reference on the CPU) or LibTorch's scaled_dot_product_attention (flash/cuDNN/efficient).
+  varuna::kernels::AttentionBackend attention = varuna::kernels::AttentionBackend::kFusedSoftmax;
+};
+
 // OK if `range` is a non-empty range of segments of a model with `config` (which must be
 // valid); otherwise InvalidArgument naming the range, the model's segment count and the fix.
 absl::Status ValidateSegmentRange(const Gpt2Config& config, varuna::SegmentRange range);
@@ -51,7 +60,8 @@ class Gpt2Stage : public varuna::StageModule {
   // Allocates and initialises the parameters of `range` (init.h, under `seed`). Throws
   // c10::Error with Validate()'s or ValidateSegmentRange()'s message if the config or range is
   // invalid; check them first to get an absl::Status instead.
-  Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint64_t seed);
+  Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint64_t seed,
+            const Gpt2ExecutionOptions& execution = {});
 
   varuna::SegmentRange segments() const override { return range_; }
   int num_segments() const override { return config_.num_layers; }
@@ -107,9 +117,10 @@ class Gpt2Stage : public varuna::StageModule {
   torch::Tensor lm_head_weight_;
 };
 
-// A StageBuilder (varuna/stage_module.h) that builds Gpt2Stage(config, range, seed) for the
-// range it is given; the built stage throws as the constructor does for an invalid range.
-varuna::StageBuilder Gpt2StageBuilder(const Gpt2Config& config, uint64_t seed);
+// A StageBuilder (varuna/stage_module.h) that builds Gpt2Stage(config, range, seed, execution)
+// for the range it is given; the built stage throws as the constructor does for an invalid range.
+varuna::StageBuilder Gpt2StageBuilder(const Gpt2Config& config, uint64_t seed,
+                                      const Gpt2ExecutionOptions& execution = {});
 
 }  // namespace gpt2
 

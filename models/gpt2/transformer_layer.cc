@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "varuna/kernels/bias_gelu.h"
+#include "varuna/kernels/layer_norm.h"
+
 namespace gpt2 {
 
 at::ScalarType AccumulationType(at::ScalarType dtype) {
@@ -38,18 +41,12 @@ torch::Tensor Dropout(const torch::Tensor& x, double p, bool training) {
 }
 
 torch::Tensor LayerNorm(const LayerNormParams& params, const torch::Tensor& x, double epsilon) {
-  return at::layer_norm(x, {x.size(-1)}, params.weight, params.bias, epsilon);
-}
-
-torch::Tensor CausalMask(int64_t s, const c10::Device& device) {
-  return at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(device))
-      .triu(/*diagonal=*/1)
-      .view({1, 1, s, s});
+  return varuna::kernels::LayerNorm(x, params.weight, params.bias, epsilon);
 }
 
 torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& x,
                             const torch::Tensor& mask, int64_t num_heads, double dropout,
-                            bool training) {
+                            bool training, varuna::kernels::AttentionBackend backend) {
   const int64_t b = x.size(0);
   const int64_t s = x.size(1);
   const int64_t h = x.size(2);
@@ -61,7 +58,14 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
   const torch::Tensor q = heads(parts[0]);
   const torch::Tensor k = heads(parts[1]);
   const torch::Tensor v = heads(parts[2]);
+  if (!mask.defined()) {
+    const torch::Tensor context =
+        varuna::kernels::CausalAttention(q, k, v, dropout, training, backend);
+    return at::linear(context.transpose(1, 2).reshape({b, s, h}), params.c_proj->weight,
+                      params.c_proj->bias);
+  }
 
+  // An explicit mask (e.g. --reset-attention-mask): the unfused composition.
   const at::ScalarType acc = AccumulationType(x.scalar_type());
   // Scores [b, heads, s, s] = (Q / sqrt(d)) K^T, scaled before the product (as Megatron's
   // baddbmm alpha does) so that half-precision scores do not overflow; then masked and
@@ -79,12 +83,14 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
 
 torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x) {
   const torch::Tensor inner =
-      at::gelu(at::linear(x, params.c_fc->weight, params.c_fc->bias), /*approximate=*/"tanh");
+      varuna::kernels::BiasGelu(at::linear(x, params.c_fc->weight), params.c_fc->bias);
   return at::linear(inner, params.c_proj->weight, params.c_proj->bias);
 }
 
-TransformerLayer::TransformerLayer(const Gpt2Config& config)
+TransformerLayer::TransformerLayer(const Gpt2Config& config,
+                                   varuna::kernels::AttentionBackend attention_backend)
     : torch::nn::Module("TransformerLayer"),
+      attention_backend_(attention_backend),
       num_heads_(config.num_attention_heads),
       hidden_dropout_(config.hidden_dropout),
       attention_dropout_(config.attention_dropout),
@@ -98,8 +104,9 @@ TransformerLayer::TransformerLayer(const Gpt2Config& config)
 
 torch::Tensor TransformerLayer::Forward(const torch::Tensor& x, const torch::Tensor& mask) {
   const bool training = is_training();
-  const torch::Tensor attention = SelfAttention(*attn, LayerNorm(*ln_1, x, layernorm_epsilon_),
-                                                mask, num_heads_, attention_dropout_, training);
+  const torch::Tensor attention =
+      SelfAttention(*attn, LayerNorm(*ln_1, x, layernorm_epsilon_), mask, num_heads_,
+                    attention_dropout_, training, attention_backend_);
   const torch::Tensor y = x + Dropout(attention, hidden_dropout_, training);
   const torch::Tensor mlp_out = Mlp(*mlp, LayerNorm(*ln_2, y, layernorm_epsilon_));
   return y + Dropout(mlp_out, hidden_dropout_, training);

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "models/gpt2/config.h"
+#include "varuna/kernels/causal_attention.h"
 
 namespace gpt2 {
 
@@ -60,31 +61,32 @@ class MlpParams : public torch::nn::Module {
 // at::dropout, skipped entirely (no random numbers drawn) when !training or p == 0.
 torch::Tensor Dropout(const torch::Tensor& x, double p, bool training);
 
-// LayerNorm over the last dimension with `params`.
+// LayerNorm over the last dimension with `params` (varuna::kernels::LayerNorm: fused on CUDA).
 torch::Tensor LayerNorm(const LayerNormParams& params, const torch::Tensor& x, double epsilon);
 
-// A causal mask for sequence length `s` on `device`: [1, 1, s, s] bool, true above the
-// diagonal (true = masked out, the convention of `mask` below).
-torch::Tensor CausalMask(int64_t s, const c10::Device& device);
-
 // Multi-head self-attention of x [b, s, h] (already normalised): softmax((Q / sqrt(d)) K^T with
-// masked positions set to the lowest finite float) V, then c_proj. `mask` is bool, broadcastable
-// to [b, heads, s, s], true where a query must not see a key. Scores, softmax and dropout on the
-// probabilities (p = `dropout`, when `training`) are computed in AccumulationType. Returns
-// [b, s, h] in x's dtype, before the residual dropout.
+// masked positions excluded) V, then c_proj, with dropout on the probabilities (p = `dropout`,
+// when `training`). Returns [b, s, h] in x's dtype, before the residual dropout.
+// An undefined `mask` means causal: varuna::kernels::CausalAttention with `backend` (the fused
+// causal softmax or LibTorch's scaled_dot_product_attention). A defined `mask` is bool,
+// broadcastable to [b, heads, s, s], true where a query must not see a key; scores, softmax and
+// dropout are then computed unfused in AccumulationType, masked with the lowest finite float.
 torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& x,
                             const torch::Tensor& mask, int64_t num_heads, double dropout,
-                            bool training);
+                            bool training, varuna::kernels::AttentionBackend backend);
 
-// c_proj(gelu_tanh(c_fc(x))) for x [b, s, h]; returns [b, s, h], before the residual dropout.
+// c_proj(gelu_tanh(c_fc(x))) for x [b, s, h], the bias and GeLU fused
+// (varuna::kernels::BiasGelu); returns [b, s, h], before the residual dropout.
 torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x);
 
 class TransformerLayer : public torch::nn::Module {
  public:
-  // Registers ln_1, attn, ln_2, mlp (uninitialised) for `config`, which must be valid.
-  explicit TransformerLayer(const Gpt2Config& config);
+  // Registers ln_1, attn, ln_2, mlp (uninitialised) for `config`, which must be valid; causal
+  // attention runs on `attention_backend`.
+  TransformerLayer(const Gpt2Config& config, varuna::kernels::AttentionBackend attention_backend);
 
-  // x [b, s, h] -> [b, s, h]. `mask` as for SelfAttention. Dropout follows is_training().
+  // x [b, s, h] -> [b, s, h]. `mask` as for SelfAttention (undefined: causal). Dropout follows
+  // is_training().
   torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& mask);
 
   std::shared_ptr<LayerNormParams> ln_1;
@@ -93,6 +95,7 @@ class TransformerLayer : public torch::nn::Module {
   std::shared_ptr<MlpParams> mlp;
 
  private:
+  varuna::kernels::AttentionBackend attention_backend_;
   int64_t num_heads_;
   double hidden_dropout_;
   double attention_dropout_;

@@ -1,28 +1,48 @@
 #!/usr/bin/env bash
-# Packs the GPU tests for a GPU host that has no Bazel: a folder with the test binaries, the
-# Gloo backend library, the shared libraries they need that are neither LibTorch nor CUDA
-# (Abseil, Gloo, libstdc++, ...), and run.sh, which runs every test against the host's own
-# PyTorch 2.11 install (its torch/lib and nvidia/*/lib folders).
+# Packs everything a GPU host without Bazel needs to run this project's GPU work into one
+# relocatable folder:
+#   bin/       the gpu-tagged tests and every target tagged "gpu_bundle" (the trainer, the
+#              launcher, the GPU benchmarks), built with --config=cuda, our own libraries linked
+#              statically; the Gloo backend library; the trainer's bundled corpus in
+#              bin/pretrain_gpt2.runfiles/ (where the trainer looks for it)
+#   lib/       the shared libraries those need that are neither LibTorch nor CUDA nor the C
+#              library (Abseil, SentencePiece, Gloo, libstdc++, ...)
+#   bench/     the benchmark scripts of tests/benchmarks (the PyTorch reference among them)
+#   env.sh     `source env.sh` points LD_LIBRARY_PATH at lib/ and at the host's PyTorch 2.11
+#              install (torch/lib and nvidia/*/lib), so any binary in bin/ runs
+#   run.sh     runs every bundled test; exits non-zero if any fails
 #
-#   tests/gpu/bundle.sh [out_dir]          (default: gpu_bundle; git-ignored)
-#   scp -r gpu_bundle host: && ssh host gpu_bundle/run.sh
+#   tests/gpu/bundle.sh [out_dir]              (default: gpu_bundle; git-ignored)
+#   bazel run //tests/gpu:bundle -- [out_dir]  (the same; out_dir relative to where you ran it)
+#   scp -r gpu_bundle host: && ssh host 'gpu_bundle/run.sh'
+#   ssh host 'source gpu_bundle/env.sh && gpu_bundle/bin/pretrain_gpt2 --preset=gpt2-355m --fp16'
 #
-# run.sh finds torch with `python3 -c 'import torch'`; set TORCH_LIB=/path/to/torch/lib to
-# choose another. Its exit status is non-zero if any test fails.
+# env.sh finds torch with `python3 -c 'import torch'`; set TORCH_LIB=/path/to/torch/lib to
+# choose another.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-out=${1:-gpu_bundle}
+if [[ -n "${BUILD_WORKSPACE_DIRECTORY:-}" ]]; then
+  # Under `bazel run`: build in the workspace, write where the user ran the command.
+  out=${1:-gpu_bundle}
+  [[ "$out" = /* ]] || out="$BUILD_WORKING_DIRECTORY/$out"
+  cd "$BUILD_WORKSPACE_DIRECTORY"
+else
+  out=${1:-gpu_bundle}
+  [[ "$out" = /* ]] || out="$PWD/$out"
+  cd "$(dirname "$0")/../.."
+fi
 
-targets=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))') ||
+tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))') ||
   { echo "bundle.sh: bazel query for the gpu-tagged tests failed (output above)" >&2; exit 1; }
-[[ -n "$targets" ]] || { echo "bundle.sh: no gpu-tagged tests found" >&2; exit 1; }
+binaries=$(bazel query 'attr(tags, "\bgpu_bundle\b", //...)') ||
+  { echo "bundle.sh: bazel query for the gpu_bundle-tagged targets failed (output above)" >&2; exit 1; }
+[[ -n "$tests" ]] || { echo "bundle.sh: no gpu-tagged tests found" >&2; exit 1; }
 # Static linking of our own libraries: a binary then needs only external shared libraries.
-bazel build -c opt --config=cuda --dynamic_mode=off $targets
+bazel build -c opt --config=cuda --dynamic_mode=off $tests $binaries
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib"
+mkdir -p "$out/bin" "$out/lib" "$out/bench"
 cp bazel-bin/varuna/comm/libvaruna_gloo.so "$out/bin/"
-for target in $targets; do
+for target in $tests $binaries; do
   binary=bazel-bin/$(echo "${target#//}" | tr ':' '/')
   cp "$binary" "$out/bin/"
   # Libraries the host's PyTorch provides (torch, its CUDA and NCCL wheels) and the C library
@@ -35,17 +55,29 @@ for target in $targets; do
     esac
   done
 done
+if [[ -x "$out/bin/pretrain_gpt2" ]]; then
+  mkdir -p "$out/bin/pretrain_gpt2.runfiles/varuna/data"
+  cp -rL data/corpus "$out/bin/pretrain_gpt2.runfiles/varuna/data/"
+fi
+cp tests/benchmarks/*.py tests/benchmarks/*.sh "$out/bench/" 2> /dev/null || true
+
+cat > "$out/env.sh" << 'EOF_ENV'
+# source this file: makes the binaries in bin/ runnable against this host's PyTorch 2.11.
+bundle_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+torch_lib=${TORCH_LIB:-$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')}
+site=$(dirname "$(dirname "$torch_lib")")
+nvidia_libs=$(find "$site/nvidia" -maxdepth 3 -type d -name lib 2> /dev/null | tr '\n' ':')
+export LD_LIBRARY_PATH="$bundle_dir/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:-}"
+export VARUNA_GLOO_LIBRARY="$bundle_dir/bin/libvaruna_gloo.so"
+export PATH="$bundle_dir/bin:$PATH"
+EOF_ENV
 
 cat > "$out/run.sh" << 'EOF_RUN'
 #!/usr/bin/env bash
 # Runs every bundled GPU test against this host's PyTorch 2.11 install.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-torch_lib=${TORCH_LIB:-$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')}
-site=$(dirname "$(dirname "$torch_lib")")
-nvidia_libs=$(find "$site/nvidia" -maxdepth 3 -type d -name lib 2> /dev/null | tr '\n' ':')
-export LD_LIBRARY_PATH="$here/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:-}"
-export VARUNA_GLOO_LIBRARY="$here/bin/libvaruna_gloo.so"
+source "$here/env.sh"
 status=0
 for test in "$here"/bin/*_test; do
   echo "==== $(basename "$test")"

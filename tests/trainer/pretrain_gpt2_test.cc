@@ -79,6 +79,28 @@ TEST_F(PretrainGpt2Test, HalfPrecisionTracksFp32) {
   EXPECT_EQ(skipped->as_int(), 0) << Describe(fp16);
 }
 
+// --attention-backend: LibTorch's scaled_dot_product_attention computes the same model as the
+// fused causal softmax (the CPU default under auto), so without dropout the losses agree.
+TEST_F(PretrainGpt2Test, SdpaAttentionTrainsAsTheFusedSoftmax) {
+  const auto common =
+      Plus(TinyModel(), {"--train-iters=15", "--hidden-dropout=0", "--attention-dropout=0"});
+  Result fused = Run(common, "fused");
+  Result sdpa = Run(Plus(common, {"--attention-backend=sdpa"}), "sdpa");
+  for (const Result* r : {&fused, &sdpa}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
+  EXPECT_THAT(fused.exit.output,
+              HasSubstr("> attention: fused-softmax (auto: the reference composition on the CPU)"));
+  EXPECT_THAT(sdpa.exit.output, HasSubstr("> attention: sdpa (--attention-backend)"));
+  const std::map<int64_t, std::string> a = Losses(fused);
+  const std::map<int64_t, std::string> b = Losses(sdpa);
+  ASSERT_EQ(a.size(), 15u);
+  ASSERT_EQ(b.size(), 15u);
+  for (const auto& [iteration, loss] : a) {
+    EXPECT_NEAR(std::stod(b.at(iteration)), std::stod(loss), 1e-4 * std::stod(loss))
+        << "iteration " << iteration;
+  }
+  EXPECT_LT(std::stod(a.at(15)), std::stod(a.at(1)) - 0.3);
+}
+
 TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
   const auto common = Plus(TinyModel(), {"--train-iters=10", "--hidden-dropout=0.1"});
   Result straight = Run(common, "straight");
@@ -165,6 +187,9 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--tokenizer-model=" + dir_ + "/none.model"}, 1, dir_ + "/none.model"},
       {{"--split=a,b"}, 1, "--split"},
       {{"--device=tpu"}, 2, "--device=tpu is not a device"},
+      {{"--attention-backend=flash"},
+       2,
+       "--attention-backend=flash is not a backend: use fused-softmax, sdpa or auto"},
       {{"--resume_step=3"}, 2, "--resume_step=3 needs --load=DIR"},
       {{"--eod-mask-loss"}, 1, "need the EOD token: give --tokenizer-model"},
       {{"--load=" + dir_ + "/no_checkpoints"}, 1, dir_ + "/no_checkpoints"},

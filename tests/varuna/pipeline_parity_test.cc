@@ -335,7 +335,9 @@ TEST_F(PipelineParityTest, Fp16TracksFp32) {
     return (r.losses[196] + r.losses[197] + r.losses[198] + r.losses[199]) / 4;
   };
   EXPECT_LT(final_loss(a), 0.5 * a.losses.front());  // It learned.
-  EXPECT_NEAR(final_loss(b), final_loss(a), 0.02 * final_loss(a));
+  // Within 3%: fp16 rounds at other places than fp32 does (e.g. dropout on the fp16 attention
+  // probabilities, as Megatron's fused softmax path does); 200 steps amplify that to ~2%.
+  EXPECT_NEAR(final_loss(b), final_loss(a), 0.03 * final_loss(a));
   // The scale found its level: few skipped steps after the first ones.
   int skipped = 0;
   for (size_t step = 10; step < 200; ++step) skipped += b.traces[0][3 * step] > 0;

@@ -1,0 +1,46 @@
+// The causal-attention backend of a training run (--attention-backend).
+//
+//   fused-softmax  the fused causal softmax between two GEMMs (Megatron's path)
+//   sdpa           LibTorch's scaled_dot_product_attention (flash / cuDNN / efficient kernels)
+//   auto           on the CPU: fused-softmax (its reference composition, the tested path); on
+//                  CUDA: whichever of the two runs forward + backward faster for this run's
+//                  micro-batch shape on this device, measured once at start-up (a few
+//                  iterations each, about a second).
+//
+// Thread safety: none needed; called once per process.
+#ifndef VARUNA_TRAINER_ATTENTION_BACKEND_H_
+#define VARUNA_TRAINER_ATTENTION_BACKEND_H_
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "varuna/kernels/causal_attention.h"
+
+namespace trainer {
+
+struct AttentionShape {
+  int64_t micro_batch = 1;
+  int64_t heads = 1;
+  int64_t seq_length = 1;
+  int64_t head_dim = 1;
+};
+
+struct AttentionChoice {
+  varuna::kernels::AttentionBackend backend;
+  std::string reason;  // For the log: "sdpa (auto: 1.92 ms vs fused-softmax 2.71 ms ...)".
+};
+
+// Resolves `flag` (the value of --attention-backend) for `device` and `dtype`. InvalidArgument
+// naming the flag and the valid values when it is none of them.
+absl::StatusOr<AttentionChoice> ChooseAttentionBackend(const std::string& flag,
+                                                       const c10::Device& device,
+                                                       at::ScalarType dtype,
+                                                       const AttentionShape& shape);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_ATTENTION_BACKEND_H_
