@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -80,24 +81,28 @@ class BiasGeluTest : public ::testing::Test {
       what << "x " << at::IntArrayRef(shape) << " " << dtype;
       SCOPED_TRACE(what.str());
       const Inputs in = MakeInputs(shape, dtype, seed += 10);
-      const Naive naive = NaiveBiasGelu(in.x, in.bias, in.grad_output);
-      const at::Tensor x = in.x.to(device);
-      const at::Tensor bias = in.bias.to(device);
-
-      const at::Tensor output = BiasGeluForward(x, bias);
-      ASSERT_EQ(output.scalar_type(), dtype);
-      ASSERT_EQ(output.device(), device);
-      EXPECT_TRUE(
-          AllClose(output, naive.output, ToleranceFor(dtype, Scale(naive.output)), "output"));
-
-      const BiasGeluGrads grads = BiasGeluBackward(in.grad_output.to(device), x, bias);
-      ASSERT_EQ(grads.input.scalar_type(), dtype);
-      ASSERT_EQ(grads.bias.scalar_type(), dtype);
-      EXPECT_TRUE(AllClose(grads.input, naive.grad_input,
-                           ToleranceFor(dtype, Scale(naive.grad_input)), "grad_input"));
-      EXPECT_TRUE(AllClose(grads.bias, naive.grad_bias, ToleranceFor(dtype, Scale(naive.grad_bias)),
-                           "grad_bias"));
+      ExpectMatchesNaive(in, {in.x.to(device), in.bias.to(device), in.grad_output.to(device)});
     }
+  }
+
+  // The op on `on_device` (the values of `in`, placed on the device under test) against the
+  // naive composition of `in`.
+  static void ExpectMatchesNaive(const Inputs& in, const Inputs& on_device) {
+    const at::ScalarType dtype = in.x.scalar_type();
+    const Naive naive = NaiveBiasGelu(in.x, in.bias, in.grad_output);
+    const at::Tensor output = BiasGeluForward(on_device.x, on_device.bias);
+    ASSERT_EQ(output.scalar_type(), dtype);
+    ASSERT_EQ(output.device(), on_device.x.device());
+    EXPECT_TRUE(AllClose(output, naive.output, ToleranceFor(dtype, Scale(naive.output)), "output"));
+
+    const BiasGeluGrads grads =
+        BiasGeluBackward(on_device.grad_output, on_device.x, on_device.bias);
+    ASSERT_EQ(grads.input.scalar_type(), dtype);
+    ASSERT_EQ(grads.bias.scalar_type(), dtype);
+    EXPECT_TRUE(AllClose(grads.input, naive.grad_input,
+                         ToleranceFor(dtype, Scale(naive.grad_input)), "grad_input"));
+    EXPECT_TRUE(AllClose(grads.bias, naive.grad_bias, ToleranceFor(dtype, Scale(naive.grad_bias)),
+                         "grad_bias"));
   }
 };
 
@@ -169,6 +174,48 @@ TEST_F(BiasGeluTest, NonContiguousInputsGiveTheSameResults) {
                        ToleranceFor(at::kFloat, Scale(naive.grad_input)), "grad_input"));
   EXPECT_TRUE(AllClose(grads.bias, naive.grad_bias,
                        ToleranceFor(at::kFloat, Scale(naive.grad_bias)), "grad_bias"));
+}
+
+// `t`'s values one element into a buffer on its device: contiguous, but not 16-byte aligned.
+at::Tensor Unaligned(const at::Tensor& t) {
+  at::Tensor buffer = at::empty({t.numel() + 1}, t.options());
+  at::Tensor view = buffer.narrow(0, 1, t.numel()).view(t.sizes());
+  view.copy_(t);
+  EXPECT_NE(reinterpret_cast<uintptr_t>(view.data_ptr()) % 16, 0u);
+  return view;
+}
+
+// n = 1024 allows vector accesses in every dtype, but one of the tensors the kernels read starts
+// off a 16-byte boundary: the op must see it and take the scalar kernels (a vector access there
+// is a misaligned-address fault on the GPU). Each tensor in turn, so no alignment check is missed.
+TEST_F(BiasGeluTest, UnalignedInputsMatchNaiveComposition) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  for (const at::ScalarType dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (const std::string which : {"x", "bias", "grad_output"}) {
+      SCOPED_TRACE(::testing::Message() << dtype << ", " << which << " unaligned");
+      const Inputs in = MakeInputs({6, 1024}, dtype, 50);
+      const auto place = [&](const at::Tensor& t, const char* name) {
+        return which == name ? Unaligned(t.to(device)) : t.to(device);
+      };
+      ExpectMatchesNaive(
+          in, {place(in.x, "x"), place(in.bias, "bias"), place(in.grad_output, "grad_output")});
+    }
+  }
+}
+
+// More elements than one wave of threads holds (132 SMs x 2048 threads on an H200, in chunks of
+// up to 8): the forward's grid-stride loop steps the bias column across rows incrementally, and
+// each backward thread adds several rows. 1000 columns (vector accesses) and 1001 (scalar).
+TEST_F(BiasGeluTest, ManyElementsCoverTheGridStrideLoops) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  if (device.is_cpu()) GTEST_SKIP() << "a CUDA launch-shape case; runs in the _gpu target";
+  for (const at::ScalarType dtype : {at::kFloat, at::kHalf}) {
+    for (const int64_t columns : {1000, 1001}) {
+      SCOPED_TRACE(::testing::Message() << "x [2500, " << columns << "] " << dtype);
+      const Inputs in = MakeInputs({2500, columns}, dtype, 70);
+      ExpectMatchesNaive(in, {in.x.to(device), in.bias.to(device), in.grad_output.to(device)});
+    }
+  }
 }
 
 TEST_F(BiasGeluTest, RepeatedCallsAreBitwiseEqual) {

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/varuna/kernels/kernel_test_util.h"
@@ -28,10 +30,11 @@ constexpr double kEpsilon = 1e-5;
 // Odd sizes and tails, the GPT-2 hidden sizes (1024, 1600, 3072), a row longer than the
 // backward keeps in registers (8193, 16390: odd, scalar accesses), one longer than the forward
 // keeps in registers (20000, 16390), h = 1, and more rows than one wave of blocks (20000 x 24).
+// The longest register rows, 8192 (backward) and 16384 (forward), take blocks of 1024 threads.
 const std::vector<std::vector<int64_t>>& Shapes() {
   static const std::vector<std::vector<int64_t>> shapes = {
-      {3, 5, 7}, {2, 13, 1024}, {64, 1600},  {5, 3072},  {2, 8193},
-      {1, 1},    {4096, 96},    {20000, 24}, {3, 20000}, {2, 16390}};
+      {3, 5, 7},  {2, 13, 1024}, {64, 1600}, {5, 3072},  {2, 8193}, {1, 1},
+      {4096, 96}, {20000, 24},   {3, 20000}, {2, 16390}, {3, 8192}, {2, 16384}};
   return shapes;
 }
 
@@ -96,35 +99,40 @@ class LayerNormTest : public ::testing::Test {
       what << "x " << at::IntArrayRef(shape) << " " << dtype << ", weight " << weight_dtype;
       SCOPED_TRACE(what.str());
       const Inputs in = MakeInputs(shape, dtype, weight_dtype, seed += 10);
-      const Naive naive = NaiveLayerNorm(in.x, in.weight, in.bias, in.grad_output);
-
-      const at::Tensor x = in.x.to(device);
-      const at::Tensor weight = in.weight.to(device);
-      const LayerNormForwardResult forward =
-          LayerNormForward(x, weight, in.bias.to(device), kEpsilon);
-      ASSERT_EQ(forward.output.scalar_type(), dtype);
-      ASSERT_EQ(forward.output.device(), device);
-      ASSERT_EQ(forward.mean.scalar_type(), StatisticsType(dtype));
-      ASSERT_EQ(forward.rstd.scalar_type(), StatisticsType(dtype));
-      const testing::Tolerance stats = ToleranceFor(StatisticsType(dtype), 1.0);
-      EXPECT_TRUE(AllClose(forward.output, naive.output, ToleranceFor(dtype, Scale(naive.output)),
-                           "output"));
-      EXPECT_TRUE(
-          AllClose(forward.mean, naive.mean, {stats.rtol, stats.atol * Scale(naive.mean)}, "mean"));
-      EXPECT_TRUE(AllClose(forward.rstd, naive.rstd, stats, "rstd"));
-
-      const LayerNormGrads grads =
-          LayerNormBackward(in.grad_output.to(device), x, forward.mean, forward.rstd, weight);
-      ASSERT_EQ(grads.input.scalar_type(), dtype);
-      ASSERT_EQ(grads.weight.scalar_type(), weight_dtype);
-      ASSERT_EQ(grads.bias.scalar_type(), weight_dtype);
-      EXPECT_TRUE(AllClose(grads.input, naive.grad_input,
-                           ToleranceFor(dtype, Scale(naive.grad_input)), "grad_input"));
-      EXPECT_TRUE(AllClose(grads.weight, naive.grad_weight,
-                           ToleranceFor(dtype, Scale(naive.grad_weight)), "grad_weight"));
-      EXPECT_TRUE(AllClose(grads.bias, naive.grad_bias, ToleranceFor(dtype, Scale(naive.grad_bias)),
-                           "grad_bias"));
+      ExpectMatchesNaive(in, {in.x.to(device), in.weight.to(device), in.bias.to(device),
+                              in.grad_output.to(device)});
     }
+  }
+
+  // The op on `on_device` (the values of `in`, placed on the device under test) against the
+  // naive composition of `in`.
+  static void ExpectMatchesNaive(const Inputs& in, const Inputs& on_device) {
+    const at::ScalarType dtype = in.x.scalar_type();
+    const Naive naive = NaiveLayerNorm(in.x, in.weight, in.bias, in.grad_output);
+    const LayerNormForwardResult forward =
+        LayerNormForward(on_device.x, on_device.weight, on_device.bias, kEpsilon);
+    ASSERT_EQ(forward.output.scalar_type(), dtype);
+    ASSERT_EQ(forward.output.device(), on_device.x.device());
+    ASSERT_EQ(forward.mean.scalar_type(), StatisticsType(dtype));
+    ASSERT_EQ(forward.rstd.scalar_type(), StatisticsType(dtype));
+    const testing::Tolerance stats = ToleranceFor(StatisticsType(dtype), 1.0);
+    EXPECT_TRUE(
+        AllClose(forward.output, naive.output, ToleranceFor(dtype, Scale(naive.output)), "output"));
+    EXPECT_TRUE(
+        AllClose(forward.mean, naive.mean, {stats.rtol, stats.atol * Scale(naive.mean)}, "mean"));
+    EXPECT_TRUE(AllClose(forward.rstd, naive.rstd, stats, "rstd"));
+
+    const LayerNormGrads grads = LayerNormBackward(on_device.grad_output, on_device.x, forward.mean,
+                                                   forward.rstd, on_device.weight);
+    ASSERT_EQ(grads.input.scalar_type(), dtype);
+    ASSERT_EQ(grads.weight.scalar_type(), in.weight.scalar_type());
+    ASSERT_EQ(grads.bias.scalar_type(), in.weight.scalar_type());
+    EXPECT_TRUE(AllClose(grads.input, naive.grad_input,
+                         ToleranceFor(dtype, Scale(naive.grad_input)), "grad_input"));
+    EXPECT_TRUE(AllClose(grads.weight, naive.grad_weight,
+                         ToleranceFor(dtype, Scale(naive.grad_weight)), "grad_weight"));
+    EXPECT_TRUE(AllClose(grads.bias, naive.grad_bias, ToleranceFor(dtype, Scale(naive.grad_bias)),
+                         "grad_bias"));
   }
 };
 
@@ -206,6 +214,50 @@ TEST_F(LayerNormTest, NonContiguousInputsGiveTheSameResults) {
                        ToleranceFor(at::kFloat, Scale(naive.grad_input)), "grad_input"));
   EXPECT_TRUE(AllClose(grads.weight, naive.grad_weight,
                        ToleranceFor(at::kFloat, Scale(naive.grad_weight)), "grad_weight"));
+}
+
+// `t`'s values one element into a buffer on its device: contiguous, but not 16-byte aligned.
+at::Tensor Unaligned(const at::Tensor& t) {
+  at::Tensor buffer = at::empty({t.numel() + 1}, t.options());
+  at::Tensor view = buffer.narrow(0, 1, t.numel()).view(t.sizes());
+  view.copy_(t);
+  EXPECT_NE(reinterpret_cast<uintptr_t>(view.data_ptr()) % 16, 0u);
+  return view;
+}
+
+// h = 1024 allows vector accesses in every dtype, but one of the tensors the kernels read starts
+// off a 16-byte boundary: the op must see it and take the scalar kernels (a vector access there
+// is a misaligned-address fault on the GPU). Each tensor in turn, so no alignment check is missed.
+TEST_F(LayerNormTest, UnalignedInputsMatchNaiveComposition) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const std::pair<at::ScalarType, at::ScalarType> types[] = {
+      {at::kFloat, at::kFloat}, {at::kHalf, at::kFloat}, {at::kBFloat16, at::kBFloat16}};
+  for (const auto& [dtype, weight_dtype] : types) {
+    for (const std::string which : {"x", "weight", "bias", "grad_output"}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype << ", weight " << weight_dtype << ", " << which << " unaligned");
+      const Inputs in = MakeInputs({5, 1024}, dtype, weight_dtype, 40);
+      const auto place = [&](const at::Tensor& t, const char* name) {
+        return which == name ? Unaligned(t.to(device)) : t.to(device);
+      };
+      const Inputs on_device = {place(in.x, "x"), place(in.weight, "weight"),
+                                place(in.bias, "bias"), place(in.grad_output, "grad_output")};
+      ExpectMatchesNaive(in, on_device);
+    }
+  }
+}
+
+// More rows than the backward has partial-sum rows (two per SM) and rows longer than it keeps in
+// registers: each block of the streaming backward adds several rows into its workspace row.
+TEST_F(LayerNormTest, StreamingBackwardAddsSeveralRowsPerBlock) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  if (device.is_cpu()) GTEST_SKIP() << "a CUDA launch-shape case; runs in the _gpu target";
+  for (const at::ScalarType dtype : {at::kFloat, at::kHalf}) {
+    SCOPED_TRACE(::testing::Message() << "x [300, 8200] " << dtype);
+    const Inputs in = MakeInputs({300, 8200}, dtype, at::kFloat, 60);
+    ExpectMatchesNaive(
+        in, {in.x.to(device), in.weight.to(device), in.bias.to(device), in.grad_output.to(device)});
+  }
 }
 
 TEST_F(LayerNormTest, RepeatedCallsAreBitwiseEqual) {
