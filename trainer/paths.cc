@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +42,11 @@ absl::StatusOr<std::string> FindRunfile(const std::string& argv0,
     candidates.push_back(absl::StrCat(dir, "/varuna/", workspace_path));
   }
   candidates.push_back(absl::StrCat(argv0, ".runfiles/varuna/", workspace_path));
+  // The program found through PATH (e.g. from the GPU bundle): argv0 is then a bare name.
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error)
+    candidates.push_back(absl::StrCat(self.string(), ".runfiles/varuna/", workspace_path));
   if (const char* dir = std::getenv("TEST_SRCDIR"); dir != nullptr && *dir) {
     candidates.push_back(absl::StrCat(dir, "/varuna/", workspace_path));
   }

@@ -93,6 +93,20 @@ class Prefetcher {
   std::thread thread_;
 };
 
+// The sum of weight * loss over micro-batches, kept on the loss's device until Value(), so that
+// the host does not wait for each forward to finish before it queues the next work.
+class WeightedLoss {
+ public:
+  void Add(double weight, const at::Tensor& loss) {
+    const at::Tensor term = loss.detach().to(at::kDouble) * weight;
+    sum_ = sum_.defined() ? sum_ + term : term;
+  }
+  double Value() const { return sum_.defined() ? sum_.item<double>() : 0.0; }
+
+ private:
+  at::Tensor sum_;
+};
+
 // What a stage keeps of one micro-batch between its forward and its backward.
 struct InFlight {
   at::Tensor input;   // The received activation (stages after the first).
@@ -111,7 +125,7 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
   PendingSends sends;
   Prefetcher activations(first() ? nullptr : pipeline_, stage_ - 1, m, ActivationTag, device_);
   Prefetcher gradients(last() ? nullptr : pipeline_, stage_ + 1, m, GradientTag, device_);
-  double loss = 0;
+  WeightedLoss loss;
 
   auto forward = [&](int i, bool with_graph) -> at::Tensor {
     at::AutoGradMode grad_mode(with_graph);
@@ -134,9 +148,7 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
         if (!keep) state[i].rng = RngState::Capture(device_);
         at::Tensor output = forward(i, keep);
         if (!last()) sends.Send(*pipeline_, output, stage_ + 1, ActivationTag(i));
-        if (last() && weights[i] != 0) {
-          loss += weights[i] * output.detach().to(at::kDouble).item<double>();
-        }
+        if (last() && weights[i] != 0) loss.Add(weights[i], output);
         if (keep) state[i].output = output;
         return absl::OkStatus();
       }
@@ -196,14 +208,14 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
     gradients.Abandon();
     return status;
   }
-  return loss;
+  return loss.Value();
 }
 
 absl::StatusOr<double> StageExecutor::Evaluate(const std::vector<TensorMap>& micro_batches,
                                                const std::vector<double>& weights) {
   at::NoGradGuard no_grad;
   PendingSends sends;
-  double loss = 0;
+  WeightedLoss loss;
   for (int i = 0; i < static_cast<int>(micro_batches.size()); ++i) {
     at::Tensor input;
     if (!first()) {
@@ -214,13 +226,13 @@ absl::StatusOr<double> StageExecutor::Evaluate(const std::vector<TensorMap>& mic
     }
     at::Tensor output = model_.Forward(input, micro_batches[i]);
     if (last()) {
-      if (weights[i] != 0) loss += weights[i] * output.to(at::kDouble).item<double>();
+      if (weights[i] != 0) loss.Add(weights[i], output);
     } else {
       sends.Send(*pipeline_, output, stage_ + 1, ActivationTag(i));
     }
   }
   if (absl::Status status = sends.WaitAll(); !status.ok()) return status;
-  return loss;
+  return loss.Value();
 }
 
 }  // namespace varuna

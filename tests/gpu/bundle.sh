@@ -10,7 +10,7 @@
 #   bench/     the benchmark scripts of tests/benchmarks (the PyTorch reference among them)
 #   env.sh     `source env.sh` points LD_LIBRARY_PATH at lib/ and at the host's PyTorch 2.11
 #              install (torch/lib and nvidia/*/lib), so any binary in bin/ runs
-#   run.sh     runs every bundled test; exits non-zero if any fails
+#   run.sh     runs every bundled test (tests.txt lists them); exits non-zero if any fails
 #
 #   tests/gpu/bundle.sh [out_dir]              (default: gpu_bundle; git-ignored)
 #   bazel run //tests/gpu:bundle -- [out_dir]  (the same; out_dir relative to where you ran it)
@@ -42,6 +42,7 @@ bazel build -c opt --config=cuda --dynamic_mode=off $tests $binaries
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/bench"
 cp bazel-bin/varuna/comm/libvaruna_gloo.so "$out/bin/"
+for target in $tests; do echo "${target##*:}"; done > "$out/tests.txt"
 for target in $tests $binaries; do
   binary=bazel-bin/$(echo "${target#//}" | tr ':' '/')
   cp "$binary" "$out/bin/"
@@ -79,10 +80,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
 status=0
-for test in "$here"/bin/*_test; do
-  echo "==== $(basename "$test")"
-  TEST_TMPDIR=$(mktemp -d) "$test" || status=1
-done
+while read -r test; do
+  echo "==== $test"
+  TEST_TMPDIR=$(mktemp -d) "$here/bin/$test" || status=1
+done < "$here/tests.txt"
 exit $status
 EOF_RUN
 chmod +x "$out/run.sh"

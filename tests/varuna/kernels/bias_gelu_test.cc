@@ -22,8 +22,10 @@ namespace varuna::kernels {
 namespace {
 
 using testing::AllClose;
+using testing::ErrorOf;
 using testing::RandomTensor;
 using testing::ToleranceFor;
+using testing::Unaligned;
 
 // Odd sizes and tails (n not a multiple of the vector width), the GPT-2 MLP widths (4h for
 // h = 1024: 4096; 1600 and 3072 themselves), n = 1, and many rows (more than one wave of blocks).
@@ -176,15 +178,6 @@ TEST_F(BiasGeluTest, NonContiguousInputsGiveTheSameResults) {
                        ToleranceFor(at::kFloat, Scale(naive.grad_bias)), "grad_bias"));
 }
 
-// `t`'s values one element into a buffer on its device: contiguous, but not 16-byte aligned.
-at::Tensor Unaligned(const at::Tensor& t) {
-  at::Tensor buffer = at::empty({t.numel() + 1}, t.options());
-  at::Tensor view = buffer.narrow(0, 1, t.numel()).view(t.sizes());
-  view.copy_(t);
-  EXPECT_NE(reinterpret_cast<uintptr_t>(view.data_ptr()) % 16, 0u);
-  return view;
-}
-
 // n = 1024 allows vector accesses in every dtype, but one of the tensors the kernels read starts
 // off a 16-byte boundary: the op must see it and take the scalar kernels (a vector access there
 // is a misaligned-address fault on the GPU). Each tensor in turn, so no alignment check is missed.
@@ -250,40 +243,25 @@ TEST_F(BiasGeluTest, EmptyInputsGiveEmptyResultsAndZeroBiasGradient) {
   EXPECT_EQ(BiasGeluBackward(no_columns, no_columns, no_bias).bias.sizes(), no_bias.sizes());
 }
 
-// The message of the c10::Error `f` throws, or "" when it throws none.
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR(call, substring)                                                \
-  do {                                                                               \
-    const std::string message = ErrorOf([&] { call; });                              \
-    EXPECT_NE(message.find(substring), std::string::npos) << "message: " << message; \
-  } while (false)
-
 TEST_F(BiasGeluTest, MisuseIsRejectedWithAClearMessage) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
   const at::TensorOptions f32 = at::TensorOptions(device).dtype(at::kFloat);
   const at::Tensor x = at::ones({3, 5}, f32);
   const at::Tensor b = at::ones({5}, f32);
-  EXPECT_ERROR(BiasGeluForward(x, at::ones({6}, f32)),
-               "BiasGeluForward: bias has shape [6] but x has shape [3, 5]; bias must be [n] = "
-               "[5]");
-  EXPECT_ERROR(BiasGeluForward(x, b.to(at::kHalf)),
-               "bias is Half but x is Float; they must have the same dtype");
-  EXPECT_ERROR(BiasGeluForward(x.to(at::kInt), b.to(at::kInt)),
-               "x must be float32, float16, bfloat16 or float64, got Int");
-  EXPECT_ERROR(BiasGeluForward(at::ones({}, f32), b), "got a 0-dim tensor");
-  EXPECT_ERROR(BiasGeluForward(x, at::Tensor()), "bias is an undefined tensor");
-  EXPECT_ERROR(BiasGeluBackward(at::ones({5, 3}, f32), x, b),
-               "BiasGeluBackward: grad_output has shape [5, 3] but x has shape [3, 5]");
-  EXPECT_ERROR(BiasGeluBackward(x.to(at::kBFloat16), x, b),
-               "grad_output is BFloat16 but x is Float");
+  EXPECT_KERNEL_ERROR(
+      BiasGeluForward(x, at::ones({6}, f32)),
+      "BiasGeluForward: bias has shape [6] but x has shape [3, 5]; bias must be [n] = "
+      "[5]");
+  EXPECT_KERNEL_ERROR(BiasGeluForward(x, b.to(at::kHalf)),
+                      "bias is Half but x is Float; they must have the same dtype");
+  EXPECT_KERNEL_ERROR(BiasGeluForward(x.to(at::kInt), b.to(at::kInt)),
+                      "x must be float32, float16, bfloat16 or float64, got Int");
+  EXPECT_KERNEL_ERROR(BiasGeluForward(at::ones({}, f32), b), "got a 0-dim tensor");
+  EXPECT_KERNEL_ERROR(BiasGeluForward(x, at::Tensor()), "bias is an undefined tensor");
+  EXPECT_KERNEL_ERROR(BiasGeluBackward(at::ones({5, 3}, f32), x, b),
+                      "BiasGeluBackward: grad_output has shape [5, 3] but x has shape [3, 5]");
+  EXPECT_KERNEL_ERROR(BiasGeluBackward(x.to(at::kBFloat16), x, b),
+                      "grad_output is BFloat16 but x is Float");
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace varuna::kernels {
 namespace {
 
 using ::varuna::kernels::testing::AllClose;
+using ::varuna::kernels::testing::ErrorOf;
 using ::varuna::kernels::testing::RandomTensor;
 using ::varuna::kernels::testing::ToleranceFor;
 
@@ -168,16 +169,6 @@ TEST_F(CausalAttentionTest, ParsesBackendNames) {
     EXPECT_EQ(parsed.status().message(), "unknown attention backend '" + std::string(bad) +
                                              "': choose one of fused-softmax, sdpa");
   }
-}
-
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
 }
 
 TEST_F(CausalAttentionTest, MisuseThrowsNamingTheArgument) {

@@ -20,6 +20,7 @@ namespace varuna::kernels {
 namespace {
 
 using ::varuna::kernels::testing::AllClose;
+using ::varuna::kernels::testing::ErrorOf;
 using ::varuna::kernels::testing::RandomTensor;
 using ::varuna::kernels::testing::ToleranceFor;
 
@@ -276,17 +277,6 @@ TEST_F(CausalSoftmaxTest, EmptyInputsGiveEmptyResults) {
     EXPECT_EQ(probs.sizes(), scores.sizes());
     EXPECT_EQ(CausalSoftmaxBackward(probs, probs, 1.0).sizes(), scores.sizes());
   }
-}
-
-// The message of the c10::Error `f` throws, or "" if it throws none.
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
 }
 
 TEST_F(CausalSoftmaxTest, MisuseThrowsNamingTheProblem) {

@@ -21,24 +21,9 @@ namespace varuna::kernels {
 namespace {
 
 using testing::AllClose;
+using testing::ErrorOf;
 using testing::RandomTensor;
 using testing::ToleranceFor;
-
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "no error";
-}
-
-#define EXPECT_ERROR(call, text)                                                \
-  do {                                                                          \
-    const std::string message = ErrorOf([&] { call; });                         \
-    EXPECT_NE(message.find(text), std::string::npos) << "message: " << message; \
-  } while (0)
 
 const std::vector<int64_t> kSizes = {1, 7, 33, 4099, 65537, 131075, 0};
 // The model copy of tensor i when copies are on (nullopt: the master is the parameter).
@@ -291,42 +276,43 @@ TEST_F(FusedAdamStepTest, RejectsMisuseNamingTheArgument) {
   const at::Tensor elsewhere =
       at::ones({7}, at::TensorOptions(device.is_cuda() ? c10::kCPU : c10::kMeta));
 
-  EXPECT_ERROR(FusedAdamStep({w}, {}, {m}, {v}, {}, {true}, hp),
-               "FusedAdamStep: 1 masters but 0 grads");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {}, hp),
-               "FusedAdamStep: 1 masters but 0 decay");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {at::Tensor(), at::Tensor()}, {true}, hp),
-               "FusedAdamStep: 1 masters but 2 model_copies");
-  EXPECT_ERROR(FusedAdamStep({w.to(at::kHalf)}, {g}, {m}, {v}, {}, {true}, hp),
-               "FusedAdamStep: masters[0] is Half; it must be float32");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {t(6)}, {v}, {}, {true}, hp),
-               "FusedAdamStep: exp_avg[0] has 6 elements but masters[0] has 7");
-  EXPECT_ERROR(FusedAdamStep({w}, {at::ones({7, 2}, f32).t()[0]}, {m}, {v}, {}, {true}, hp),
-               "FusedAdamStep: grads[0] is not contiguous");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {at::Tensor()}, {}, {true}, hp),
-               "FusedAdamStep: exp_avg_sq[0] is undefined");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {w.to(at::kDouble)}, {true}, hp),
-               "FusedAdamStep: model_copies[0] is Double; model copies are float32, float16 or "
-               "bfloat16");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {t(8).to(at::kHalf)}, {true}, hp),
-               "FusedAdamStep: model_copies[0] has 8 elements but masters[0] has 7");
-  EXPECT_ERROR(FusedAdamStep({w}, {w}, {m}, {v}, {}, {true}, hp),
-               "FusedAdamStep: grads[0] shares memory with masters[0]");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {elsewhere}, {}, {true}, hp),
-               "FusedAdamStep: exp_avg_sq[0] is on");
-  EXPECT_ERROR(
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {}, {m}, {v}, {}, {true}, hp),
+                      "FusedAdamStep: 1 masters but 0 grads");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {}, hp),
+                      "FusedAdamStep: 1 masters but 0 decay");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {at::Tensor(), at::Tensor()}, {true}, hp),
+                      "FusedAdamStep: 1 masters but 2 model_copies");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w.to(at::kHalf)}, {g}, {m}, {v}, {}, {true}, hp),
+                      "FusedAdamStep: masters[0] is Half; it must be float32");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {t(6)}, {v}, {}, {true}, hp),
+                      "FusedAdamStep: exp_avg[0] has 6 elements but masters[0] has 7");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {at::ones({7, 2}, f32).t()[0]}, {m}, {v}, {}, {true}, hp),
+                      "FusedAdamStep: grads[0] is not contiguous");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {at::Tensor()}, {}, {true}, hp),
+                      "FusedAdamStep: exp_avg_sq[0] is undefined");
+  EXPECT_KERNEL_ERROR(
+      FusedAdamStep({w}, {g}, {m}, {v}, {w.to(at::kDouble)}, {true}, hp),
+      "FusedAdamStep: model_copies[0] is Double; model copies are float32, float16 or "
+      "bfloat16");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {t(8).to(at::kHalf)}, {true}, hp),
+                      "FusedAdamStep: model_copies[0] has 8 elements but masters[0] has 7");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {w}, {m}, {v}, {}, {true}, hp),
+                      "FusedAdamStep: grads[0] shares memory with masters[0]");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {elsewhere}, {}, {true}, hp),
+                      "FusedAdamStep: exp_avg_sq[0] is on");
+  EXPECT_KERNEL_ERROR(
       FusedAdamStep({w}, {g}, {m}, {v}, {}, {true}, hp, at::ones({1}, f32.dtype(at::kInt))),
       "FusedAdamStep: skip must be a float32 tensor of one element");
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {true}, hp, at::zeros({2}, f32)),
-               "FusedAdamStep: skip must be a float32 tensor of one element");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {true}, hp, at::zeros({2}, f32)),
+                      "FusedAdamStep: skip must be a float32 tensor of one element");
   AdamHyperparameters bad = hp;
   bad.step = 0;
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {true}, bad),
-               "FusedAdamStep: step 0 is not a step number");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {true}, bad),
+                      "FusedAdamStep: step 0 is not a step number");
   bad = hp;
   bad.beta2 = 1.0;
-  EXPECT_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {true}, bad),
-               "FusedAdamStep: beta2 1 is outside [0, 1)");
+  EXPECT_KERNEL_ERROR(FusedAdamStep({w}, {g}, {m}, {v}, {}, {true}, bad),
+                      "FusedAdamStep: beta2 1 is outside [0, 1)");
   // Nothing above changed the tensors.
   EXPECT_TRUE(at::equal(w.cpu(), at::ones({7})));
 }

@@ -71,4 +71,21 @@ at::Tensor RandomTensor(at::IntArrayRef shape, uint64_t generator_seed, double s
          shift;
 }
 
+at::Tensor Unaligned(const at::Tensor& t) {
+  at::Tensor buffer = at::empty({t.numel() + 1}, t.options());
+  at::Tensor view = buffer.narrow(0, 1, t.numel()).view(t.sizes());
+  view.copy_(t);
+  EXPECT_NE(reinterpret_cast<uintptr_t>(view.data_ptr()) % 16, 0u);
+  return view;
+}
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "no error";
+}
+
 }  // namespace varuna::kernels::testing

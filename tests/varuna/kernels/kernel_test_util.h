@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -44,6 +45,21 @@ Tolerance ToleranceFor(at::ScalarType dtype, double magnitude = 1.0);
 // comparison start from the same values; convert with .to(device, dtype).
 at::Tensor RandomTensor(at::IntArrayRef shape, uint64_t generator_seed, double scale = 1.0,
                         double shift = 0.0);
+
+// `t`'s values one element into a buffer on its device: contiguous, but not 16-byte aligned
+// (so a kernel must take its scalar path).
+at::Tensor Unaligned(const at::Tensor& t);
+
+// The message (without backtrace) of the c10::Error `f` throws, or "no error".
+std::string ErrorOf(const std::function<void()>& f);
+
+// Expects `call` to throw a c10::Error whose message contains `text`.
+#define EXPECT_KERNEL_ERROR(call, text)                                                          \
+  do {                                                                                           \
+    const std::string kernel_error_message = ::varuna::kernels::testing::ErrorOf([&] { call; }); \
+    EXPECT_NE(kernel_error_message.find(text), std::string::npos)                                \
+        << "message: " << kernel_error_message;                                                  \
+  } while (false)
 
 }  // namespace varuna::kernels::testing
 

@@ -22,8 +22,10 @@ namespace varuna::kernels {
 namespace {
 
 using testing::AllClose;
+using testing::ErrorOf;
 using testing::RandomTensor;
 using testing::ToleranceFor;
+using testing::Unaligned;
 
 constexpr double kEpsilon = 1e-5;
 
@@ -216,15 +218,6 @@ TEST_F(LayerNormTest, NonContiguousInputsGiveTheSameResults) {
                        ToleranceFor(at::kFloat, Scale(naive.grad_weight)), "grad_weight"));
 }
 
-// `t`'s values one element into a buffer on its device: contiguous, but not 16-byte aligned.
-at::Tensor Unaligned(const at::Tensor& t) {
-  at::Tensor buffer = at::empty({t.numel() + 1}, t.options());
-  at::Tensor view = buffer.narrow(0, 1, t.numel()).view(t.sizes());
-  view.copy_(t);
-  EXPECT_NE(reinterpret_cast<uintptr_t>(view.data_ptr()) % 16, 0u);
-  return view;
-}
-
 // h = 1024 allows vector accesses in every dtype, but one of the tensors the kernels read starts
 // off a 16-byte boundary: the op must see it and take the scalar kernels (a vector access there
 // is a misaligned-address fault on the GPU). Each tensor in turn, so no alignment check is missed.
@@ -293,43 +286,30 @@ TEST_F(LayerNormTest, EmptyInputGivesEmptyResultsAndZeroParameterGradients) {
   EXPECT_TRUE(at::equal(grads.bias.cpu(), at::zeros({8}, at::kFloat)));
 }
 
-// The message of the c10::Error `f` throws, or "" when it throws none.
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR(call, substring)                                                \
-  do {                                                                               \
-    const std::string message = ErrorOf([&] { call; });                              \
-    EXPECT_NE(message.find(substring), std::string::npos) << "message: " << message; \
-  } while (false)
-
 TEST_F(LayerNormTest, ForwardMisuseIsRejectedWithAClearMessage) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
   const at::TensorOptions f32 = at::TensorOptions(device).dtype(at::kFloat);
   const at::Tensor x = at::ones({3, 5}, f32);
   const at::Tensor w = at::ones({5}, f32);
-  EXPECT_ERROR(LayerNormForward(x, at::ones({6}, f32), w, kEpsilon),
-               "LayerNormForward: weight has shape [6] but x has shape [3, 5]; weight must be "
-               "[h] = [5]");
-  EXPECT_ERROR(LayerNormForward(x, w, at::ones({5, 1}, f32), kEpsilon), "bias must be [h] = [5]");
-  EXPECT_ERROR(LayerNormForward(x, at::ones({5}, f32.dtype(at::kHalf)), w, kEpsilon),
-               "weight is Half but x is Float; weight must be x's dtype or float32");
-  EXPECT_ERROR(LayerNormForward(x.to(at::kHalf), w.to(at::kHalf), w, kEpsilon),
-               "bias is Float but weight is Half; they must have the same dtype");
-  EXPECT_ERROR(LayerNormForward(x.to(at::kLong), w, w, kEpsilon),
-               "x must be float32, float16, bfloat16 or float64, got Long");
-  EXPECT_ERROR(LayerNormForward(at::ones({}, f32), w, w, kEpsilon), "got a 0-dim tensor");
-  EXPECT_ERROR(
+  EXPECT_KERNEL_ERROR(
+      LayerNormForward(x, at::ones({6}, f32), w, kEpsilon),
+      "LayerNormForward: weight has shape [6] but x has shape [3, 5]; weight must be "
+      "[h] = [5]");
+  EXPECT_KERNEL_ERROR(LayerNormForward(x, w, at::ones({5, 1}, f32), kEpsilon),
+                      "bias must be [h] = [5]");
+  EXPECT_KERNEL_ERROR(LayerNormForward(x, at::ones({5}, f32.dtype(at::kHalf)), w, kEpsilon),
+                      "weight is Half but x is Float; weight must be x's dtype or float32");
+  EXPECT_KERNEL_ERROR(LayerNormForward(x.to(at::kHalf), w.to(at::kHalf), w, kEpsilon),
+                      "bias is Float but weight is Half; they must have the same dtype");
+  EXPECT_KERNEL_ERROR(LayerNormForward(x.to(at::kLong), w, w, kEpsilon),
+                      "x must be float32, float16, bfloat16 or float64, got Long");
+  EXPECT_KERNEL_ERROR(LayerNormForward(at::ones({}, f32), w, w, kEpsilon), "got a 0-dim tensor");
+  EXPECT_KERNEL_ERROR(
       LayerNormForward(at::ones({3, 0}, f32), at::ones({0}, f32), at::ones({0}, f32), kEpsilon),
       "its last dim (the normalised one) must be at least 1");
-  EXPECT_ERROR(LayerNormForward(x, w, w, -1.0), "epsilon is -1; it must be >= 0");
-  EXPECT_ERROR(LayerNormForward(x, at::Tensor(), w, kEpsilon), "weight is an undefined tensor");
+  EXPECT_KERNEL_ERROR(LayerNormForward(x, w, w, -1.0), "epsilon is -1; it must be >= 0");
+  EXPECT_KERNEL_ERROR(LayerNormForward(x, at::Tensor(), w, kEpsilon),
+                      "weight is an undefined tensor");
 }
 
 TEST_F(LayerNormTest, BackwardMisuseIsRejectedWithAClearMessage) {
@@ -338,15 +318,16 @@ TEST_F(LayerNormTest, BackwardMisuseIsRejectedWithAClearMessage) {
   const at::Tensor x = at::ones({3, 5}, f32);
   const at::Tensor w = at::ones({5}, f32);
   const at::Tensor stat = at::ones({3}, f32);
-  EXPECT_ERROR(LayerNormBackward(at::ones({3, 4}, f32), x, stat, stat, w),
-               "LayerNormBackward: grad_output has shape [3, 4] but x has shape [3, 5]");
-  EXPECT_ERROR(LayerNormBackward(x.to(at::kHalf), x, stat, stat, w),
-               "grad_output is Half but x is Float");
-  EXPECT_ERROR(LayerNormBackward(x, x, at::ones({15}, f32), stat, w),
-               "mean has shape [15] but x has 3 rows");
-  EXPECT_ERROR(LayerNormBackward(x, x, stat, stat.to(at::kDouble), w),
-               "rstd is Double but must be Float");
-  EXPECT_ERROR(LayerNormBackward(x, x, stat, stat, at::ones({4}, f32)), "weight must be [h] = [5]");
+  EXPECT_KERNEL_ERROR(LayerNormBackward(at::ones({3, 4}, f32), x, stat, stat, w),
+                      "LayerNormBackward: grad_output has shape [3, 4] but x has shape [3, 5]");
+  EXPECT_KERNEL_ERROR(LayerNormBackward(x.to(at::kHalf), x, stat, stat, w),
+                      "grad_output is Half but x is Float");
+  EXPECT_KERNEL_ERROR(LayerNormBackward(x, x, at::ones({15}, f32), stat, w),
+                      "mean has shape [15] but x has 3 rows");
+  EXPECT_KERNEL_ERROR(LayerNormBackward(x, x, stat, stat.to(at::kDouble), w),
+                      "rstd is Double but must be Float");
+  EXPECT_KERNEL_ERROR(LayerNormBackward(x, x, stat, stat, at::ones({4}, f32)),
+                      "weight must be [h] = [5]");
 }
 
 }  // namespace

@@ -18,27 +18,12 @@ namespace varuna::kernels {
 namespace {
 
 using testing::AllClose;
+using testing::ErrorOf;
 using testing::RandomTensor;
 using testing::ToleranceFor;
 
 constexpr double kScale = 1.0 / 1024.0;
 const at::ScalarType kSourceTypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
-
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "no error";
-}
-
-#define EXPECT_ERROR(call, text)                                                \
-  do {                                                                          \
-    const std::string message = ErrorOf([&] { call; });                         \
-    EXPECT_NE(message.find(text), std::string::npos) << "message: " << message; \
-  } while (0)
 
 // Gradient-like sources on `device`: sizes 0, 1, 7, 65537 (an element offset of 1 into a larger
 // buffer, so not 16-byte aligned), 300001, and [3, 11]. `dtype` undefined: the types cycle
@@ -226,30 +211,32 @@ TEST_F(MultiTensorTest, RejectsMisuseNamingTheArgument) {
   const at::Tensor elsewhere =
       at::ones({7}, at::TensorOptions(device.is_cuda() ? c10::kCPU : c10::kMeta));
 
-  EXPECT_ERROR(MultiTensorUnscale({x, x}, {y}, kScale),
-               "MultiTensorUnscale: 2 sources but 1 destinations");
-  EXPECT_ERROR(MultiTensorUnscale({x, at::Tensor()}, {y, y}, kScale),
-               "MultiTensorUnscale: source[1] is undefined");
-  EXPECT_ERROR(MultiTensorUnscale({x}, {at::Tensor()}, kScale),
-               "MultiTensorUnscale: destination[0] is undefined");
-  EXPECT_ERROR(MultiTensorUnscale({x.to(at::kDouble)}, {y}, kScale),
-               "MultiTensorUnscale: source[0] is Double; the op takes float32, float16 or "
-               "bfloat16");
-  EXPECT_ERROR(MultiTensorUnscale({x}, {y.to(at::kHalf)}, kScale),
-               "MultiTensorUnscale: destination[0] is Half; destinations must be float32");
-  EXPECT_ERROR(MultiTensorUnscale({x, x}, {y, at::ones({6}, f32)}, kScale),
-               "MultiTensorUnscale: destination[1] has 6 elements but source[1] has 7");
-  EXPECT_ERROR(MultiTensorUnscale({at::ones({3, 4}, f32).t()}, {at::ones({12}, f32)}, kScale),
-               "MultiTensorUnscale: source[0] is not contiguous");
-  EXPECT_ERROR(MultiTensorUnscale({x, elsewhere}, {y, y}, kScale),
-               "MultiTensorUnscale: source[1] is on");
-  EXPECT_ERROR(MultiTensorUnscale({x}, {elsewhere}, kScale), "put all tensors on one device");
-  EXPECT_ERROR(MultiTensorL2NormSquared({x, x.to(at::kInt)}),
-               "MultiTensorL2NormSquared: tensors[1] is Int");
-  EXPECT_ERROR(MultiTensorL2NormSquared({x, elsewhere}),
-               "MultiTensorL2NormSquared: tensors[1] is on");
-  EXPECT_ERROR(MultiTensorUnscaleL2NormSquared({x}, {y.to(at::kBFloat16)}, kScale),
-               "MultiTensorUnscaleL2NormSquared: destination[0] is BFloat16");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x, x}, {y}, kScale),
+                      "MultiTensorUnscale: 2 sources but 1 destinations");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x, at::Tensor()}, {y, y}, kScale),
+                      "MultiTensorUnscale: source[1] is undefined");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x}, {at::Tensor()}, kScale),
+                      "MultiTensorUnscale: destination[0] is undefined");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x.to(at::kDouble)}, {y}, kScale),
+                      "MultiTensorUnscale: source[0] is Double; the op takes float32, float16 or "
+                      "bfloat16");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x}, {y.to(at::kHalf)}, kScale),
+                      "MultiTensorUnscale: destination[0] is Half; destinations must be float32");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x, x}, {y, at::ones({6}, f32)}, kScale),
+                      "MultiTensorUnscale: destination[1] has 6 elements but source[1] has 7");
+  EXPECT_KERNEL_ERROR(
+      MultiTensorUnscale({at::ones({3, 4}, f32).t()}, {at::ones({12}, f32)}, kScale),
+      "MultiTensorUnscale: source[0] is not contiguous");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x, elsewhere}, {y, y}, kScale),
+                      "MultiTensorUnscale: source[1] is on");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscale({x}, {elsewhere}, kScale),
+                      "put all tensors on one device");
+  EXPECT_KERNEL_ERROR(MultiTensorL2NormSquared({x, x.to(at::kInt)}),
+                      "MultiTensorL2NormSquared: tensors[1] is Int");
+  EXPECT_KERNEL_ERROR(MultiTensorL2NormSquared({x, elsewhere}),
+                      "MultiTensorL2NormSquared: tensors[1] is on");
+  EXPECT_KERNEL_ERROR(MultiTensorUnscaleL2NormSquared({x}, {y.to(at::kBFloat16)}, kScale),
+                      "MultiTensorUnscaleL2NormSquared: destination[0] is BFloat16");
 }
 
 }  // namespace

@@ -1,0 +1,526 @@
+// GPT-2 training-throughput benchmark (manual; not a test): tokens/s, TFLOP/s and MFU of the
+// Varuna engine training one GPT-2 preset in one process (one stage, one replica) on one
+// device, with a per-op breakdown of where the time goes. run_gpu_benchmarks.sh runs it next to
+// the PyTorch reference (gpt2_pytorch_reference.py) on the same model, batch and device.
+//
+//   bazel run -c opt //tests/benchmarks:gpt2_throughput_benchmark --
+//       --preset=gpt2-tiny --device=cpu --dtype=fp32 --steps=5 --profile-ops
+//   bazel build -c opt --config=cuda //tests/benchmarks:gpt2_throughput_benchmark   # for a GPU
+//
+// The run: --warmup-steps untimed steps, then --steps timed ones (device synchronised before
+// and after), every step's loss, loss scale and skipped flag printed. The data are
+// --distinct-batches fixed batches of random token sequences (uniform over the vocabulary,
+// from --seed; inputs and labels shifted by one, all positions counted in the loss), cycled,
+// so the model can memorise them and the loss visibly falls. Then one human-readable line and
+// one JSON line starting {"impl":"varuna-cpp" (the fields are listed at PrintResult).
+//
+// FLOPs: Megatron's formula (models/gpt2/flops.h); MFU = TFLOP/s / the device's peak
+// (--peak-tflops, else trainer/throughput.h's table; null for an unknown device or the CPU).
+// At P=1 Varuna's schedule backs each micro-batch up right after its forward, so nothing is
+// recomputed and the hardware FLOPs equal the model FLOPs; the program derives this from the
+// schedule and reports a hardware-FLOPs rate as well whenever recomputes do occur.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+
+#ifdef VARUNA_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "models/gpt2/config.h"
+#include "models/gpt2/flops.h"
+#include "models/gpt2/model.h"
+#include "tests/benchmarks/op_profile.h"
+#include "trainer/attention_backend.h"
+#include "trainer/device_name.h"
+#include "trainer/throughput.h"
+#include "varuna/json.h"
+#include "varuna/kernels/causal_attention.h"
+#include "varuna/schedule.h"
+#include "varuna/varuna.h"
+
+namespace benchmarks {
+namespace {
+
+using varuna::json::Value;
+
+// Every flag with its default ("" = decided at run time, see kUsage).
+const std::map<std::string, std::string>& DefaultFlags() {
+  static const auto* flags = new std::map<std::string, std::string>{{"preset", "gpt2-355m"},
+                                                                    {"device", ""},
+                                                                    {"dtype", ""},
+                                                                    {"batch-size", "8"},
+                                                                    {"chunk-size", "0"},
+                                                                    {"seq-length", "0"},
+                                                                    {"steps", "50"},
+                                                                    {"warmup-steps", "5"},
+                                                                    {"distinct-batches", "4"},
+                                                                    {"vocab-size", "50257"},
+                                                                    {"lr", "1.5e-4"},
+                                                                    {"weight-decay", "0.01"},
+                                                                    {"clip-grad", "1.0"},
+                                                                    {"dropout", "-1"},
+                                                                    {"seed", "1234"},
+                                                                    {"attention-backend", "auto"},
+                                                                    {"profile-ops", "false"},
+                                                                    {"profile-steps", "3"},
+                                                                    {"peak-tflops", "0"}};
+  return *flags;
+}
+
+constexpr char kUsage[] =
+    "flags (--name=value):\n"
+    "  --preset=gpt2-355m        gpt2-tiny, gpt2-355m, gpt2-1.5b, gpt2-2.5b, gpt2-8.3b\n"
+    "  --device=                 cuda or cpu (default: cuda when a GPU is visible)\n"
+    "  --dtype=                  fp16, bf16 or fp32 (default: fp16 on cuda, fp32 on cpu)\n"
+    "  --batch-size=8            sequences per step\n"
+    "  --chunk-size=0            sequences per micro-batch (0: the batch size)\n"
+    "  --seq-length=0            tokens per sequence (0: the preset's)\n"
+    "  --steps=50                timed steps, after --warmup-steps untimed ones (default 5)\n"
+    "  --distinct-batches=4      fixed random batches, cycled\n"
+    "  --vocab-size=50257        GPT-2's; padded to a multiple of 128 in the model\n"
+    "  --lr=1.5e-4 --weight-decay=0.01 --clip-grad=1.0 --seed=1234\n"
+    "  --dropout=-1              hidden and attention dropout (-1: the preset's, 0.1)\n"
+    "  --attention-backend=auto  fused-softmax, sdpa or auto (measured on a GPU)\n"
+    "  --profile-ops             afterwards, profile --profile-steps=3 steps op by op\n"
+    "  --peak-tflops=0           device peak for MFU (0: the built-in table)\n";
+
+struct Options {
+  std::string preset;
+  c10::Device device = c10::kCPU;
+  at::ScalarType dtype = at::kFloat;
+  std::string dtype_name;
+  int batch_size = 0;
+  int chunk_size = 0;
+  int steps = 0;
+  int warmup_steps = 0;
+  int distinct_batches = 0;
+  double lr = 0;
+  double weight_decay = 0;
+  double clip_grad = 0;
+  int64_t seed = 0;
+  std::string attention_backend;
+  bool profile_ops = false;
+  int profile_steps = 0;
+  double peak_tflops = 0;
+  gpt2::Gpt2Config model;
+  int micro_batch() const { return chunk_size > 0 ? chunk_size : batch_size; }
+};
+
+absl::Status Invalid(const std::string& flag, const std::string& value, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, " ", why));
+}
+
+absl::StatusOr<int64_t> IntFlag(const std::map<std::string, std::string>& f,
+                                const std::string& name, int64_t min) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(f.at(name), &value) || value < min) {
+    return Invalid(name, f.at(name),
+                   absl::StrCat("is not an integer >= ", min, ": pass e.g. --", name, "=",
+                                DefaultFlags().at(name)));
+  }
+  return value;
+}
+
+absl::StatusOr<double> DoubleFlag(const std::map<std::string, std::string>& f,
+                                  const std::string& name, double min) {
+  double value = 0;
+  if (!absl::SimpleAtod(f.at(name), &value) || !(value >= min)) {
+    return Invalid(name, f.at(name),
+                   absl::StrCat("is not a number >= ", min, ": pass e.g. --", name, "=",
+                                DefaultFlags().at(name)));
+  }
+  return value;
+}
+
+// Parses the arguments over DefaultFlags() and checks them; InvalidArgument naming the flag.
+absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> f = DefaultFlags();
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    std::string name = arg.rfind("--", 0) == 0 ? arg.substr(2, eq - 2) : "";
+    if (f.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown argument \"", arg, "\": the benchmark takes\n", kUsage));
+    }
+    f[name] = eq == std::string::npos ? "true" : arg.substr(eq + 1);
+  }
+  Options o;
+  o.preset = f["preset"];
+  absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(o.preset);
+  if (!config.ok()) return config.status();
+  o.model = *config;
+
+  const std::string& device = f["device"];
+  if (device != "" && device != "cuda" && device != "cpu") {
+    return Invalid("device", device, "is not a device: use cuda or cpu");
+  }
+  const bool cuda = device.empty() ? at::hasCUDA() : device == "cuda";
+  if (cuda && !at::hasCUDA()) {
+    return absl::FailedPreconditionError(
+        "--device=cuda: no CUDA device is visible to this program (or it was built without "
+        "--config=cuda): use --device=cpu, or build with --config=cuda and run on a GPU host");
+  }
+  o.device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  o.dtype_name = f["dtype"].empty() ? (cuda ? "fp16" : "fp32") : f["dtype"];
+  const std::map<std::string, at::ScalarType> dtypes = {
+      {"fp16", at::kHalf}, {"bf16", at::kBFloat16}, {"fp32", at::kFloat}};
+  if (dtypes.count(o.dtype_name) == 0) {
+    return Invalid("dtype", o.dtype_name, "is not a training dtype: use fp16, bf16 or fp32");
+  }
+  o.dtype = dtypes.at(o.dtype_name);
+
+  std::map<std::string, int64_t> n;
+  for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
+    absl::StatusOr<int64_t> value = IntFlag(f, name, 1);
+    if (!value.ok()) return value.status();
+    n[name] = *value;
+  }
+  for (const char* name : {"chunk-size", "seq-length", "warmup-steps", "seed", "profile-steps"}) {
+    absl::StatusOr<int64_t> value = IntFlag(f, name, 0);
+    if (!value.ok()) return value.status();
+    n[name] = *value;
+  }
+  std::map<std::string, double> d;
+  for (const char* name : {"lr", "weight-decay", "clip-grad", "peak-tflops"}) {
+    absl::StatusOr<double> value = DoubleFlag(f, name, 0);
+    if (!value.ok()) return value.status();
+    d[name] = *value;
+  }
+  absl::StatusOr<double> dropout = DoubleFlag(f, "dropout", -1);
+  if (!dropout.ok()) return dropout.status();
+  if (f["profile-ops"] != "true" && f["profile-ops"] != "false") {
+    return Invalid("profile-ops", f["profile-ops"], "is not a boolean: use --profile-ops alone");
+  }
+  o.batch_size = static_cast<int>(n["batch-size"]);
+  o.chunk_size = static_cast<int>(n["chunk-size"]);
+  if (o.chunk_size > o.batch_size) {
+    return Invalid("chunk-size", f["chunk-size"],
+                   absl::StrCat("exceeds --batch-size=", o.batch_size,
+                                ": a micro-batch holds at most the whole batch"));
+  }
+  o.steps = static_cast<int>(n["steps"]);
+  o.warmup_steps = static_cast<int>(n["warmup-steps"]);
+  o.distinct_batches = static_cast<int>(n["distinct-batches"]);
+  o.seed = n["seed"];
+  o.profile_steps = static_cast<int>(n["profile-steps"]);
+  o.lr = d["lr"];
+  o.weight_decay = d["weight-decay"];
+  o.clip_grad = d["clip-grad"];
+  o.peak_tflops = d["peak-tflops"];
+  o.attention_backend = f["attention-backend"];
+  o.profile_ops = f["profile-ops"] == "true";
+  o.model.vocab_size = static_cast<int>(n["vocab-size"]);
+  if (n["seq-length"] > 0) {
+    o.model.seq_length = static_cast<int>(n["seq-length"]);
+    o.model.max_position_embeddings = std::max(o.model.max_position_embeddings, o.model.seq_length);
+  }
+  if (*dropout >= 0) {
+    o.model.hidden_dropout = *dropout;
+    o.model.attention_dropout = *dropout;
+  }
+  if (absl::Status status = o.model.Validate(); !status.ok()) return status;
+  return o;
+}
+
+void Synchronize(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+}
+
+// Peak bytes held by LibTorch's CUDA caching allocator on `device` (as PyTorch's
+// torch.cuda.max_memory_allocated), in GB; nullopt on the CPU.
+std::optional<double> PeakMemoryGb(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return static_cast<double>(stats.allocated_bytes[aggregate].peak) / 1e9;
+  }
+#endif
+  return std::nullopt;
+}
+
+// --distinct-batches fixed batches of random sequences, on the device. The tokens of batch k
+// are the k-th draw of at::randint(0, vocab, [batch, seq + 1]) from a CPU generator seeded
+// with --seed, which torch.randint with torch.Generator().manual_seed(seed) reproduces.
+std::vector<varuna::TensorMap> MakeBatches(const Options& o) {
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  const int64_t b = o.batch_size;
+  const int64_t s = o.model.seq_length;
+  std::vector<varuna::TensorMap> batches;
+  for (int k = 0; k < o.distinct_batches; ++k) {
+    const at::Tensor tokens = at::randint(0, o.model.vocab_size, {b, s + 1}, generator, at::kLong);
+    varuna::TensorMap batch;
+    batch["input_ids"] = tokens.narrow(1, 0, s).contiguous().to(o.device);
+    batch["labels"] = tokens.narrow(1, 1, s).contiguous().to(o.device);
+    batch["position_ids"] = at::arange(s, at::kLong).expand({b, s}).contiguous().to(o.device);
+    batch["loss_mask"] = at::ones({b, s}, at::kFloat).to(o.device);
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+struct Run {
+  std::vector<double> losses;
+  std::vector<int> skipped_steps;  // 0-based over all steps
+  double timed_seconds = 0;
+};
+
+// The micro-batches Varuna's schedule recomputes at P=1 (the executor re-runs the forward of
+// every micro-batch with an R task).
+int RecomputedMicroBatches(int micro_batches) {
+  int recomputed = 0;
+  for (const varuna::Task& task :
+       varuna::BuildSchedule(varuna::ScheduleKind::kVaruna, 1, micro_batches, 0)) {
+    if (task.kind == varuna::TaskKind::kRecompute) ++recomputed;
+  }
+  return recomputed;
+}
+
+absl::Status Step(varuna::Varuna& engine, const varuna::TensorMap& batch, int index, int total,
+                  bool timed, Run& run) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<varuna::StepResult> result = engine.step(batch);
+  if (!result.ok()) return result.status();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  run.losses.push_back(result->loss);
+  if (result->overflow) run.skipped_steps.push_back(index);
+  absl::PrintF("step %3d/%d%s loss %.4f  loss scale %g  %s  grad norm %.3f  %.1f ms\n", index + 1,
+               total, timed ? "" : " (warm-up)", result->loss, result->loss_scale,
+               result->overflow ? "SKIPPED (inf/NaN)" : "applied", result->grad_norm, ms);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::TensorMap>& batches,
+                        const Options& o) {
+  const bool cuda = o.device.is_cuda();
+  double wall_ms = 0;
+  absl::StatusOr<std::vector<ProfiledEvent>> events = ProfileEvents(cuda, [&]() -> absl::Status {
+    Synchronize(o.device);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.profile_steps; ++i) {
+      absl::StatusOr<varuna::StepResult> result = engine.step(batches[i % batches.size()]);
+      if (!result.ok()) return result.status();
+    }
+    Synchronize(o.device);
+    wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return absl::OkStatus();
+  });
+  if (!events.ok()) return events.status();
+  const std::string steps = absl::StrCat(o.profile_steps, " profiled steps, ",
+                                         absl::StrFormat("%.1f ms", wall_ms), " of wall time");
+  std::vector<OpTime> device = DeviceTimeByOp(*events);
+  if (!device.empty()) {
+    absl::PrintF("%s", FormatOpTable(absl::StrCat("device time by op (", steps,
+                                                  "; a kernel counts for the op that launched "
+                                                  "it; % of the wall time):"),
+                                     device, wall_ms, 25)
+                           .c_str());
+    return absl::OkStatus();
+  }
+  if (cuda) {
+    absl::PrintF(
+        "note: the profiler recorded no CUDA activity (CUPTI unavailable?); the host times "
+        "below do not show where the GPU spends its time\n");
+  }
+  absl::PrintF(
+      "%s", FormatOpTable(absl::StrCat("host self time by op (", steps, "; % of the wall time):"),
+                          HostSelfTimeByOp(*events), wall_ms, 25)
+                .c_str());
+  return absl::OkStatus();
+}
+
+// The JSON line's fields: impl, preset, dtype, device, attention, batch, micro_batch, seq,
+// steps, warmup_steps, tokens_per_s, tflops (model FLOPs, Megatron's formula), mfu (null if
+// the peak is unknown), hw_tflops (with recomputed forwards; equals tflops at P=1),
+// peak_tflops, step_ms, losses [first, last], skipped (count over all steps),
+// last_skipped_step (1-based, 0 if none), peak_memory_gb (null on the CPU).
+void PrintResult(const Options& o, const std::string& device_name, const std::string& attention,
+                 const Run& run, int recomputed) {
+  const int64_t b = o.batch_size;
+  const int micro_batches = (o.batch_size + o.micro_batch() - 1) / o.micro_batch();
+  const double model_flops = gpt2::TrainingFlopsPerIteration(o.model, b);
+  const double full_recompute = gpt2::TrainingFlopsWithFullRecompute(o.model, b);
+  const double hw_flops = model_flops + (full_recompute - model_flops) * recomputed /
+                                            static_cast<double>(micro_batches);
+  const double step_seconds = run.timed_seconds / o.steps;
+  const std::optional<double> peak =
+      o.peak_tflops > 0 ? std::optional<double>(o.peak_tflops) : trainer::PeakTflops(device_name);
+  const trainer::Throughput t = trainer::MeasureThroughput(
+      model_flops, static_cast<double>(b * o.model.seq_length), step_seconds, peak);
+  const double hw_tflops = hw_flops / step_seconds / 1e12;
+  const std::optional<double> memory = PeakMemoryGb(o.device);
+
+  absl::PrintF(
+      "%s %s on %s: batch %d x %d tokens (micro-batch %d), %d timed steps: %.1f ms/step, %.0f "
+      "tokens/s, %.2f TFLOP/s (model), MFU %s; recompute: %d of %d micro-batches%s; loss %.4f -> "
+      "%.4f; %zu skipped step(s)%s; peak memory %s\n",
+      o.preset, o.dtype_name, device_name, o.batch_size, o.model.seq_length, o.micro_batch(),
+      o.steps, step_seconds * 1e3, t.tokens_per_second, t.tflops,
+      t.mfu ? absl::StrFormat("%.1f%% of %.0f TFLOP/s", *t.mfu * 100, *peak).c_str()
+            : "unknown (no peak for this device: pass --peak-tflops)",
+      recomputed, micro_batches,
+      recomputed > 0 ? absl::StrFormat(" (hardware %.2f TFLOP/s)", hw_tflops).c_str() : "",
+      run.losses.front(), run.losses.back(), run.skipped_steps.size(),
+      run.skipped_steps.empty() ? ""
+                                : absl::StrCat(" (steps ",
+                                               absl::StrJoin(run.skipped_steps, ",",
+                                                             [](std::string* out, int i) {
+                                                               absl::StrAppend(out, i + 1);
+                                                             }),
+                                               ")")
+                                      .c_str(),
+      memory ? absl::StrFormat("%.2f GB", *memory).c_str() : "n/a (CPU)");
+
+  Value json = Value::MakeObject();
+  json.Set("impl", "varuna-cpp");
+  json.Set("preset", o.preset);
+  json.Set("dtype", o.dtype_name);
+  json.Set("device", device_name);
+  json.Set("attention", attention);
+  json.Set("batch", o.batch_size);
+  json.Set("micro_batch", o.micro_batch());
+  json.Set("seq", o.model.seq_length);
+  json.Set("steps", o.steps);
+  json.Set("warmup_steps", o.warmup_steps);
+  json.Set("tokens_per_s", t.tokens_per_second);
+  json.Set("tflops", t.tflops);
+  json.Set("mfu", t.mfu ? Value(*t.mfu) : Value());
+  json.Set("hw_tflops", hw_tflops);
+  json.Set("peak_tflops", peak ? Value(*peak) : Value());
+  json.Set("step_ms", step_seconds * 1e3);
+  Value losses = Value::MakeArray();
+  losses.Append(run.losses.front());
+  losses.Append(run.losses.back());
+  json.Set("losses", std::move(losses));
+  json.Set("skipped", static_cast<int64_t>(run.skipped_steps.size()));
+  json.Set("last_skipped_step", run.skipped_steps.empty() ? 0 : run.skipped_steps.back() + 1);
+  json.Set("peak_memory_gb", memory ? Value(*memory) : Value());
+  absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
+}
+
+absl::Status Main(const Options& o) {
+  const std::string device_name = trainer::DeviceName(o.device);
+  trainer::AttentionShape shape;
+  shape.micro_batch = o.micro_batch();
+  shape.heads = o.model.num_attention_heads;
+  shape.seq_length = o.model.seq_length;
+  shape.head_dim = o.model.head_dim();
+  absl::StatusOr<trainer::AttentionChoice> attention =
+      trainer::ChooseAttentionBackend(o.attention_backend, o.device, o.dtype, shape);
+  if (!attention.ok()) return attention.status();
+  gpt2::Gpt2ExecutionOptions execution;
+  execution.attention = attention->backend;
+
+  varuna::VarunaOptions engine_options;
+  engine_options.batch_size = o.batch_size;
+  engine_options.chunk_size = o.chunk_size;
+  engine_options.device = o.device;
+  engine_options.dtype = o.dtype;
+  engine_options.clip_grad = o.clip_grad;
+  at::manual_seed(static_cast<uint64_t>(o.seed));
+  absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine_or = varuna::Varuna::Create(
+      gpt2::Gpt2StageBuilder(o.model, static_cast<uint64_t>(o.seed), execution), o.model.num_layers,
+      engine_options);
+  if (!engine_or.ok()) return engine_or.status();
+  varuna::Varuna& engine = **engine_or;
+  varuna::AdamOptions adam;
+  adam.lr = o.lr;
+  adam.weight_decay = o.weight_decay;
+  if (absl::Status status = engine.set_optimizer(
+          std::make_unique<varuna::Adam>(engine.parameters(), adam), varuna::LossScalerOptions());
+      !status.ok()) {
+    return status;
+  }
+  const std::vector<varuna::TensorMap> batches = MakeBatches(o);
+  const int micro_batches = (o.batch_size + o.micro_batch() - 1) / o.micro_batch();
+  const int recomputed = RecomputedMicroBatches(micro_batches);
+
+  absl::PrintF(
+      "varuna-cpp: %s (%d layers, hidden %d, %d heads, vocab %lld padded), %s on %s, attention "
+      "%s\n  batch %d x %d tokens in micro-batches of %d; Varuna schedule at P=1: %s "
+      "(%d recomputed)\n  data: %d fixed batches of random tokens (seed %lld), cycled so the "
+      "loss falls as the model memorises them; Adam lr %g, weight decay %g, clip %g, dropout %g\n",
+      o.preset, o.model.num_layers, o.model.hidden_size, o.model.num_attention_heads,
+      static_cast<long long>(o.model.padded_vocab_size()), o.dtype_name, device_name,
+      attention->reason, o.batch_size, o.model.seq_length, o.micro_batch(),
+      varuna::FormatTasks(varuna::BuildSchedule(varuna::ScheduleKind::kVaruna, 1, micro_batches, 0))
+          .c_str(),
+      recomputed, o.distinct_batches, static_cast<long long>(o.seed), o.lr, o.weight_decay,
+      o.clip_grad, o.model.hidden_dropout);
+  std::fflush(stdout);
+
+  Run run;
+  const int total = o.warmup_steps + o.steps;
+  for (int i = 0; i < o.warmup_steps; ++i) {
+    if (absl::Status s = Step(engine, batches[i % batches.size()], i, total, false, run); !s.ok()) {
+      return s;
+    }
+  }
+  Synchronize(o.device);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = o.warmup_steps; i < total; ++i) {
+    if (absl::Status s = Step(engine, batches[i % batches.size()], i, total, true, run); !s.ok()) {
+      return s;
+    }
+  }
+  Synchronize(o.device);
+  run.timed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintResult(o, device_name, varuna::kernels::AttentionBackendName(attention->backend), run,
+              recomputed);
+  if (o.profile_ops && o.profile_steps > 0) return ProfileOps(engine, batches, o);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace benchmarks
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      absl::PrintF("%s", benchmarks::kUsage);
+      return 0;
+    }
+  }
+  absl::StatusOr<benchmarks::Options> options = benchmarks::ParseOptions(args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "gpt2_throughput_benchmark: %s\n",
+                 std::string(options.status().message()).c_str());
+    return 2;
+  }
+  try {
+    if (absl::Status status = benchmarks::Main(*options); !status.ok()) {
+      std::fprintf(stderr, "gpt2_throughput_benchmark: %s\n",
+                   std::string(status.message()).c_str());
+      return 1;
+    }
+  } catch (const std::exception& e) {  // LibTorch reports, e.g., CUDA out of memory this way.
+    std::fprintf(stderr, "gpt2_throughput_benchmark: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,394 @@
+// Kernel benchmark (manual; not a test): each fused op of varuna/kernels at the sizes of a
+// gpt2-355m / gpt2-1.5b training step, against
+//   * the device's own copy bandwidth, measured first (a device-to-device copy of 1 GiB):
+//     achieved bandwidth = the bytes the op must move at least (every input read once, every
+//     output written once) / its time; the goal is at least 0.8 of the copy's;
+//   * the unfused LibTorch composition of the same math on the same inputs (time ratio), and
+//     where ATen has a fused op of its own (layer norm, softmax, GeLU), that too.
+//
+//   bazel run -c opt --config=cuda //tests/benchmarks:kernel_benchmark      (on a GPU host:
+//   see tests/gpu/bundle.sh; prints a markdown table)
+//   bazel run -c opt //tests/benchmarks:kernel_benchmark -- --device=cpu --quick   (smoke run)
+//
+// Times are the mean over --iterations runs after warm-up, with the device synchronised
+// around each timed block.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "trainer/flags.h"
+#include "varuna/kernels/bias_gelu.h"
+#include "varuna/kernels/causal_softmax.h"
+#include "varuna/kernels/fused_adam.h"
+#include "varuna/kernels/layer_norm.h"
+#include "varuna/kernels/multi_tensor.h"
+
+#ifdef VARUNA_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string device = "";  // empty: cuda when present
+  std::string dtype = "fp16";
+  int iterations = 20;
+  bool quick = false;
+};
+
+void Synchronize(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+  (void)device;
+}
+
+// Mean milliseconds of `f` over `iterations` runs, after two warm-up runs.
+double TimeMs(const c10::Device& device, int iterations, const std::function<void()>& f) {
+  f();
+  f();
+  Synchronize(device);
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < iterations; ++i) f();
+  Synchronize(device);
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count() / iterations;
+}
+
+struct Row {
+  std::string op;
+  std::string shape;
+  double bytes = 0;       // the minimum the op moves
+  double fused_ms = 0;    // varuna::kernels
+  double unfused_ms = 0;  // LibTorch composition
+  double aten_ms = -1;    // ATen's own fused op, where there is one (-1: none)
+};
+
+class Benchmark {
+ public:
+  Benchmark(const Options& options, c10::Device device, at::ScalarType dtype)
+      : options_(options), device_(device), dtype_(dtype) {}
+
+  double MeasureCopyBandwidth() {
+    const int64_t bytes = options_.quick ? (int64_t{1} << 24) : (int64_t{1} << 30);
+    at::Tensor a = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_));
+    at::Tensor b = at::empty_like(a);
+    const double ms = Time([&] { b.copy_(a); });
+    return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
+  }
+
+  std::vector<Row> Run() {
+    std::vector<Row> rows;
+    const int64_t tokens = options_.quick ? 256 : 8 * 1024;
+    for (int64_t h : {int64_t{1024}, int64_t{1600}}) {
+      LayerNorm(tokens, options_.quick ? h / 8 : h, rows);
+      BiasGelu(tokens, options_.quick ? h / 2 : 4 * h, rows);
+    }
+    CausalSoftmax(options_.quick ? 4 : 8 * 16, options_.quick ? 128 : 1024, rows);
+    if (!options_.quick) CausalSoftmax(4 * 16, 2048, rows);
+    Optimizer(rows);
+    return rows;
+  }
+
+ private:
+  double Time(const std::function<void()>& f) { return TimeMs(device_, options_.iterations, f); }
+  at::TensorOptions Float() const { return at::TensorOptions().dtype(at::kFloat).device(device_); }
+  at::Tensor Random(at::IntArrayRef shape, at::ScalarType dtype) const {
+    return at::randn(shape, Float()).to(dtype);
+  }
+  double Size() const { return static_cast<double>(c10::elementSize(dtype_)); }
+
+  void LayerNorm(int64_t rows, int64_t h, std::vector<Row>& out) {
+    const at::Tensor x = Random({rows, h}, dtype_);
+    const at::Tensor w = Random({h}, dtype_);
+    const at::Tensor b = Random({h}, dtype_);
+    const at::Tensor dy = Random({rows, h}, dtype_);
+    const std::string shape = absl::StrFormat("[%d, %d]", rows, h);
+    const double n = static_cast<double>(rows * h);
+    auto unfused_forward = [&] {
+      const at::Tensor xf = x.to(at::kFloat);
+      const at::Tensor mean = xf.mean(-1, true);
+      const at::Tensor rstd = ((xf - mean).square().mean(-1, true) + 1e-5).rsqrt();
+      return (((xf - mean) * rstd) * w.to(at::kFloat) + b.to(at::kFloat)).to(dtype_);
+    };
+    Row forward{"layer_norm forward", shape, 2 * n * Size()};
+    forward.fused_ms = Time([&] { varuna::kernels::LayerNormForward(x, w, b, 1e-5); });
+    forward.unfused_ms = Time([&] { unfused_forward(); });
+    forward.aten_ms = Time([&] { at::layer_norm(x, {h}, w, b, 1e-5); });
+    out.push_back(forward);
+
+    const varuna::kernels::LayerNormForwardResult saved =
+        varuna::kernels::LayerNormForward(x, w, b, 1e-5);
+    Row backward{"layer_norm backward", shape, 3 * n * Size()};
+    backward.fused_ms =
+        Time([&] { varuna::kernels::LayerNormBackward(dy, x, saved.mean, saved.rstd, w); });
+    backward.unfused_ms = Time([&] {
+      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w; dw, db column sums.
+      const at::Tensor xf = x.to(at::kFloat);
+      const at::Tensor xhat = (xf - saved.mean.view({rows, 1})) * saved.rstd.view({rows, 1});
+      const at::Tensor dyf = dy.to(at::kFloat);
+      const at::Tensor g = dyf * w.to(at::kFloat);
+      const at::Tensor dx =
+          saved.rstd.view({rows, 1}) * (g - g.mean(-1, true) - xhat * (g * xhat).mean(-1, true));
+      dx.to(dtype_);
+      (dyf * xhat).sum(0).to(dtype_);
+      dyf.sum(0).to(dtype_);
+    });
+    const auto aten = at::native_layer_norm(x, {h}, w, b, 1e-5);
+    backward.aten_ms = Time([&] {
+      at::native_layer_norm_backward(dy, x, {h}, std::get<1>(aten), std::get<2>(aten), w, b,
+                                     {true, true, true});
+    });
+    out.push_back(backward);
+  }
+
+  void BiasGelu(int64_t rows, int64_t n, std::vector<Row>& out) {
+    const at::Tensor x = Random({rows, n}, dtype_);
+    const at::Tensor b = Random({n}, dtype_);
+    const at::Tensor dy = Random({rows, n}, dtype_);
+    const std::string shape = absl::StrFormat("[%d, %d]", rows, n);
+    const double elements = static_cast<double>(rows * n);
+    Row forward{"bias_gelu forward", shape, 2 * elements * Size()};
+    forward.fused_ms = Time([&] { varuna::kernels::BiasGeluForward(x, b); });
+    forward.unfused_ms = Time([&] {
+      const at::Tensor u = x.to(at::kFloat) + b.to(at::kFloat);
+      const at::Tensor inner = 0.7978845608028654 * (u + 0.044715 * u * u * u);
+      (0.5 * u * (1 + inner.tanh())).to(dtype_);
+    });
+    forward.aten_ms = Time([&] { at::gelu(x + b, "tanh"); });
+    out.push_back(forward);
+
+    Row backward{"bias_gelu backward", shape, 3 * elements * Size()};
+    backward.fused_ms = Time([&] { varuna::kernels::BiasGeluBackward(dy, x, b); });
+    backward.unfused_ms = Time([&] {
+      const at::Tensor u = x.to(at::kFloat) + b.to(at::kFloat);
+      const at::Tensor t = (0.7978845608028654 * (u + 0.044715 * u * u * u)).tanh();
+      const at::Tensor d =
+          0.5 * (1 + t) + 0.5 * u * (1 - t * t) * 0.7978845608028654 * (1 + 0.134145 * u * u);
+      const at::Tensor dx = dy.to(at::kFloat) * d;
+      dx.to(dtype_);
+      dx.sum(0).to(dtype_);
+    });
+    backward.aten_ms = Time([&] {
+      const at::Tensor dx = at::gelu_backward(dy, x + b, "tanh");
+      dx.sum(0);
+    });
+    out.push_back(backward);
+  }
+
+  void CausalSoftmax(int64_t batch_heads, int64_t s, std::vector<Row>& out) {
+    const at::Tensor scores = Random({batch_heads, s, s}, dtype_);
+    const at::Tensor dprobs = Random({batch_heads, s, s}, dtype_);
+    const at::Tensor mask =
+        at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(device_)).triu(1);
+    const std::string shape = absl::StrFormat("[%d, %d, %d]", batch_heads, s, s);
+    // The causal half is read, the whole row written.
+    const double elements = static_cast<double>(batch_heads * s * s);
+    const double half = static_cast<double>(batch_heads * s * (s + 1) / 2);
+    const double scale = 0.125;
+    Row forward{"causal_softmax forward", shape, (half + elements) * Size()};
+    forward.fused_ms = Time([&] { varuna::kernels::CausalSoftmaxForward(scores, scale); });
+    forward.unfused_ms = Time([&] {
+      (scores.to(at::kFloat) * scale).masked_fill(mask, -INFINITY).softmax(-1).to(dtype_);
+    });
+    forward.aten_ms = Time([&] {
+      at::_masked_softmax(scores * scale, mask.expand({batch_heads, s, s}), -1);
+    });
+    out.push_back(forward);
+
+    const at::Tensor probs = varuna::kernels::CausalSoftmaxForward(scores, scale);
+    Row backward{"causal_softmax backward", shape, (2 * half + elements) * Size()};
+    backward.fused_ms = Time([&] { varuna::kernels::CausalSoftmaxBackward(dprobs, probs, scale); });
+    backward.unfused_ms = Time([&] {
+      const at::Tensor p = probs.to(at::kFloat);
+      const at::Tensor g = dprobs.to(at::kFloat) * p;
+      ((g - p * g.sum(-1, true)) * scale).to(dtype_);
+    });
+    backward.aten_ms = Time([&] { at::_softmax_backward_data(dprobs, probs, -1, dtype_); });
+    out.push_back(backward);
+  }
+
+  // The parameter tensors of gpt2-355m (24 layers, h 1024, vocabulary 50,304, 1,024
+  // positions): 291 tensors, 355M elements (--quick: 2 layers of h 64).
+  std::vector<std::vector<int64_t>> ParameterShapes() const {
+    const int64_t h = options_.quick ? 64 : 1024;
+    const int layers = options_.quick ? 2 : 24;
+    std::vector<std::vector<int64_t>> shapes = {{options_.quick ? 512 : 50304, h},
+                                                {options_.quick ? 128 : 1024, h}};
+    for (int l = 0; l < layers; ++l) {
+      for (const std::vector<int64_t>& s : std::vector<std::vector<int64_t>>{{h},
+                                                                             {h},
+                                                                             {3 * h, h},
+                                                                             {3 * h},
+                                                                             {h, h},
+                                                                             {h},
+                                                                             {h},
+                                                                             {h},
+                                                                             {4 * h, h},
+                                                                             {4 * h},
+                                                                             {h, 4 * h},
+                                                                             {h}}) {
+        shapes.push_back(s);
+      }
+    }
+    shapes.push_back({h});
+    shapes.push_back({h});
+    return shapes;
+  }
+
+  void Optimizer(std::vector<Row>& out) {
+    std::vector<at::Tensor> model, grads16, masters, grads, m, v;
+    std::vector<bool> decay;
+    double elements = 0;
+    for (const std::vector<int64_t>& shape : ParameterShapes()) {
+      masters.push_back(at::randn(shape, Float()) * 0.02);
+      model.push_back(masters.back().to(dtype_));
+      grads16.push_back(at::randn(shape, Float()).to(dtype_));
+      grads.push_back(at::randn(shape, Float()) * 1e-3);
+      m.push_back(at::zeros(shape, Float()));
+      v.push_back(at::zeros(shape, Float()));
+      decay.push_back(shape.size() > 1);
+      elements += static_cast<double>(masters.back().numel());
+    }
+    const std::string shape =
+        absl::StrFormat("%d tensors, %.0fM elements", masters.size(), elements / 1e6);
+    const double scale = 1.0 / 1024;
+
+    Row unscale{"multi_tensor unscale", shape, elements * (Size() + 4)};
+    unscale.fused_ms = Time([&] { varuna::kernels::MultiTensorUnscale(grads16, grads, scale); });
+    unscale.unfused_ms = Time([&] {
+      at::Tensor found = at::zeros({1}, Float());
+      for (size_t i = 0; i < grads.size(); ++i) {
+        grads[i].copy_(grads16[i]).mul_(scale);
+        found.add_(grads[i].isfinite().logical_not().any());
+      }
+    });
+    at::Tensor found_inf = at::zeros({1}, Float());
+    const at::Tensor inv_scale = at::full({1}, scale, Float());
+    unscale.aten_ms = Time([&] {
+      for (size_t i = 0; i < grads.size(); ++i) grads[i].copy_(grads16[i]);
+      at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+    });
+    out.push_back(unscale);
+
+    Row norm{"multi_tensor l2norm^2", shape, elements * 4};
+    norm.fused_ms = Time([&] { varuna::kernels::MultiTensorL2NormSquared(grads); });
+    norm.unfused_ms = Time([&] {
+      std::vector<at::Tensor> sums;
+      for (const at::Tensor& g : grads) sums.push_back(g.square().sum());
+      at::stack(sums).sum();
+    });
+    norm.aten_ms = Time([&] { at::stack(at::_foreach_norm(grads, 2)).square().sum(); });
+    out.push_back(norm);
+
+    Row fused_norm{"multi_tensor unscale+l2norm^2", shape, elements * (Size() + 4)};
+    fused_norm.fused_ms =
+        Time([&] { varuna::kernels::MultiTensorUnscaleL2NormSquared(grads16, grads, scale); });
+    fused_norm.unfused_ms = unscale.unfused_ms + norm.unfused_ms;
+    out.push_back(fused_norm);
+
+    // Reads master, grad, m, v; writes master, m, v and the fp16/bf16 model copy.
+    Row adam{"fused_adam", shape, elements * (7 * 4 + Size())};
+    varuna::kernels::AdamHyperparameters hp;
+    hp.lr = 1e-4;
+    hp.weight_decay = 0.01;
+    int64_t step = 0;
+    adam.fused_ms = Time([&] {
+      hp.step = ++step;
+      varuna::kernels::FusedAdamStep(masters, grads, m, v, model, decay, hp);
+    });
+    adam.unfused_ms = Time([&] {
+      // The per-tensor ATen sequence of an unfused AdamW with master weights.
+      hp.step = ++step;
+      const double bias1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
+      const double bias2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
+      for (size_t i = 0; i < masters.size(); ++i) {
+        m[i].mul_(hp.beta1).add_(grads[i], 1.0 - hp.beta1);
+        v[i].mul_(hp.beta2).addcmul_(grads[i], grads[i], 1.0 - hp.beta2);
+        const at::Tensor denom = v[i].sqrt().mul_(1.0 / std::sqrt(bias2)).add_(hp.eps);
+        if (decay[i]) masters[i].mul_(1.0 - hp.lr * hp.weight_decay);
+        masters[i].addcdiv_(m[i], denom, -hp.lr / bias1);
+        model[i].copy_(masters[i]);
+      }
+    });
+    std::vector<at::Tensor> steps;
+    for (size_t i = 0; i < masters.size(); ++i) steps.push_back(at::zeros({}, Float()));
+    adam.aten_ms = Time([&] {
+      at::_fused_adamw_(masters, grads, m, v, {}, steps, hp.lr, hp.beta1, hp.beta2, hp.weight_decay,
+                        hp.eps, false, false);
+      for (size_t i = 0; i < masters.size(); ++i) model[i].copy_(masters[i]);
+    });
+    out.push_back(adam);
+  }
+
+  Options options_;
+  c10::Device device_;
+  at::ScalarType dtype_;
+};
+
+int Main(int argc, char** argv) {
+  Options options;
+  trainer::FlagParser parser;
+  parser.Add("device", &options.device, "cpu or cuda (empty: cuda when present)");
+  parser.Add("dtype", &options.dtype, "fp16, bf16 or fp32: the activations' and gradients' dtype");
+  parser.Add("iterations", &options.iterations, "timed runs per measurement");
+  parser.Add("quick", &options.quick, "tiny sizes (a smoke run)");
+  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
+      !status.ok() || parser.help_requested()) {
+    std::fprintf(stderr, "%s\n%s", status.ok() ? "" : std::string(status.message()).c_str(),
+                 parser.Help().c_str());
+    return status.ok() ? 0 : 2;
+  }
+  const bool cuda = options.device.empty() ? at::hasCUDA() : options.device == "cuda";
+  if (cuda && !at::hasCUDA()) {
+    std::fprintf(stderr,
+                 "kernel_benchmark: --device=cuda but no CUDA device is usable here (or "
+                 "the binary was built without --config=cuda)\n");
+    return 1;
+  }
+  const std::map<std::string, at::ScalarType> dtypes = {
+      {"fp16", at::kHalf}, {"bf16", at::kBFloat16}, {"fp32", at::kFloat}};
+  if (dtypes.count(options.dtype) == 0) {
+    std::fprintf(stderr, "kernel_benchmark: --dtype=%s: use fp16, bf16 or fp32\n",
+                 options.dtype.c_str());
+    return 2;
+  }
+  at::NoGradGuard no_grad;
+  at::manual_seed(0);
+  const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  std::string name = "cpu";
+#ifdef VARUNA_WITH_CUDA
+  if (cuda) name = at::cuda::getCurrentDeviceProperties()->name;
+#endif
+  Benchmark benchmark(options, device, dtypes.at(options.dtype));
+  const double copy = benchmark.MeasureCopyBandwidth();
+  std::printf("device: %s; dtype %s; device-to-device copy: %.0f GB/s\n\n", name.c_str(),
+              options.dtype.c_str(), copy / 1e9);
+  std::printf(
+      "| op | shape | fused ms | GB/s | of copy | LibTorch unfused ms | speedup | "
+      "ATen fused ms | speedup |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& row : benchmark.Run()) {
+    const double bandwidth = row.bytes / (row.fused_ms * 1e-3);
+    std::printf(
+        "| %s | %s | %.3f | %.0f | %.2f | %.3f | %.2fx | %s | %s |\n", row.op.c_str(),
+        row.shape.c_str(), row.fused_ms, bandwidth / 1e9, bandwidth / copy, row.unfused_ms,
+        row.unfused_ms / row.fused_ms,
+        row.aten_ms < 0 ? "-" : absl::StrFormat("%.3f", row.aten_ms).c_str(),
+        row.aten_ms < 0 ? "-" : absl::StrFormat("%.2fx", row.aten_ms / row.fused_ms).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }

@@ -1,0 +1,163 @@
+#include "tests/benchmarks/op_profile.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace benchmarks {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kMs = 1000000;  // nanoseconds
+
+ProfiledEvent Host(const std::string& name, uint64_t thread, uint64_t start_ms, uint64_t end_ms,
+                   uint64_t correlation = 0) {
+  return {name, false, thread, start_ms * kMs, end_ms * kMs, correlation};
+}
+
+ProfiledEvent Kernel(const std::string& name, uint64_t start_ms, uint64_t end_ms,
+                     uint64_t launched_by) {
+  return {name, true, 0, start_ms * kMs, end_ms * kMs, launched_by};
+}
+
+std::map<std::string, OpTime> ByName(const std::vector<OpTime>& rows) {
+  std::map<std::string, OpTime> out;
+  for (const OpTime& row : rows) out[row.name] = row;
+  return out;
+}
+
+TEST(HostSelfTimeByOp, SubtractsDirectlyNestedOpsPerThread) {
+  // Thread 1: linear [0, 10] holds t [1, 2] and addmm [2, 9]; addmm holds mm [3, 8].
+  // Thread 2: addmm [0, 4] alone (overlapping thread 1's times, not nested in them).
+  const std::vector<ProfiledEvent> events = {
+      Host("aten::mm", 1, 3, 8),
+      Host("aten::linear", 1, 0, 10),
+      Host("aten::t", 1, 1, 2),
+      Host("aten::addmm", 1, 2, 9),
+      Host("aten::addmm", 2, 0, 4),
+      Kernel("gemm_kernel", 0, 100, 0),  // device activity: ignored here
+  };
+  const std::vector<OpTime> rows = HostSelfTimeByOp(events);
+  ASSERT_EQ(rows.size(), 4u);
+  std::map<std::string, OpTime> by_name = ByName(rows);
+  EXPECT_DOUBLE_EQ(by_name["aten::linear"].milliseconds, 2.0);  // 10 - 1 - 7
+  EXPECT_EQ(by_name["aten::linear"].calls, 1);
+  EXPECT_DOUBLE_EQ(by_name["aten::addmm"].milliseconds, 2.0 + 4.0);  // (7 - 5) + 4
+  EXPECT_EQ(by_name["aten::addmm"].calls, 2);
+  EXPECT_DOUBLE_EQ(by_name["aten::mm"].milliseconds, 5.0);
+  EXPECT_DOUBLE_EQ(by_name["aten::t"].milliseconds, 1.0);
+  // Largest first, ties by name.
+  EXPECT_EQ(rows[0].name, "aten::addmm");
+  EXPECT_EQ(rows[1].name, "aten::mm");
+  EXPECT_EQ(rows[2].name, "aten::linear");
+  EXPECT_EQ(rows[3].name, "aten::t");
+}
+
+TEST(HostSelfTimeByOp, BackToBackOpsAreSiblingsNotNested) {
+  const std::vector<ProfiledEvent> events = {Host("a", 1, 0, 5), Host("b", 1, 5, 8),
+                                             Host("c", 1, 6, 7)};
+  std::map<std::string, OpTime> by_name = ByName(HostSelfTimeByOp(events));
+  EXPECT_DOUBLE_EQ(by_name["a"].milliseconds, 5.0);
+  EXPECT_DOUBLE_EQ(by_name["b"].milliseconds, 2.0);
+  EXPECT_DOUBLE_EQ(by_name["c"].milliseconds, 1.0);
+}
+
+TEST(DeviceTimeByOp, ChargesKernelsToTheOpThatLaunchedThem) {
+  const std::vector<ProfiledEvent> events = {
+      Host("aten::mm", 1, 0, 1, /*correlation=*/7),
+      Host("aten::mm", 1, 2, 3, /*correlation=*/8),
+      Host("aten::add", 1, 4, 5, /*correlation=*/9),
+      Host("aten::relu", 1, 6, 7, /*correlation=*/10),  // launched nothing
+      Kernel("gemm_a", 10, 14, 7),
+      Kernel("gemm_b", 14, 15, 7),  // a second kernel of the same call
+      Kernel("gemm_a", 15, 19, 8),
+      Kernel("add_kernel", 19, 20, 9),
+      Kernel("custom_kernel", 20, 23, 0),   // launched outside any op
+      Kernel("custom_kernel", 23, 24, 99),  // its op was not recorded
+  };
+  const std::vector<OpTime> rows = DeviceTimeByOp(events);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].name, "aten::mm");
+  EXPECT_EQ(rows[0].calls, 2);
+  EXPECT_DOUBLE_EQ(rows[0].milliseconds, 9.0);
+  EXPECT_EQ(rows[1].name, "[kernel] custom_kernel");
+  EXPECT_EQ(rows[1].calls, 2);
+  EXPECT_DOUBLE_EQ(rows[1].milliseconds, 4.0);
+  EXPECT_EQ(rows[2].name, "aten::add");
+  EXPECT_EQ(rows[2].calls, 1);
+  EXPECT_DOUBLE_EQ(rows[2].milliseconds, 1.0);
+}
+
+TEST(DeviceTimeByOp, EmptyWithoutDeviceActivity) {
+  EXPECT_TRUE(DeviceTimeByOp({Host("aten::mm", 1, 0, 1, 3)}).empty());
+}
+
+TEST(FormatOpTable, ListsTheTopRowsThenTheRestAndTheSum) {
+  const std::vector<OpTime> rows = {
+      {"aten::mm", 6, 30.0}, {"aten::add", 3, 10.0}, {"aten::relu", 2, 6.0}, {"aten::t", 1, 4.0}};
+  const std::string table = FormatOpTable("title line", rows, /*total_milliseconds=*/100, 2);
+  EXPECT_THAT(table, HasSubstr("title line\n"));
+  EXPECT_THAT(table, HasSubstr("aten::mm"));
+  EXPECT_THAT(table, HasSubstr("30.000"));
+  EXPECT_THAT(table, HasSubstr("30.0%"));
+  EXPECT_THAT(table, HasSubstr("aten::add"));
+  EXPECT_THAT(table, Not(HasSubstr("aten::relu")));
+  EXPECT_THAT(table, HasSubstr("(2 other ops)"));
+  EXPECT_THAT(table, HasSubstr("10.000"));  // 6 + 4, the rest
+  EXPECT_THAT(table, HasSubstr("50.000"));  // the sum
+  EXPECT_THAT(table, HasSubstr("50.0%"));
+}
+
+TEST(ProfileEvents, RecordsTheHostOpsOfTheBodyOnTheCpu) {
+  at::set_num_threads(1);
+  const at::Tensor a = at::randn({64, 64});
+  const at::Tensor b = at::randn({64, 64});
+  absl::StatusOr<std::vector<ProfiledEvent>> events = ProfileEvents(false, [&]() {
+    for (int i = 0; i < 3; ++i) at::relu(at::mm(a, b));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(events.ok()) << events.status();
+  std::map<std::string, OpTime> by_name = ByName(HostSelfTimeByOp(*events));
+  ASSERT_EQ(by_name.count("aten::mm"), 1u);
+  EXPECT_EQ(by_name["aten::mm"].calls, 3);
+  EXPECT_GT(by_name["aten::mm"].milliseconds, 0.0);
+  ASSERT_EQ(by_name.count("aten::relu"), 1u);
+  EXPECT_EQ(by_name["aten::relu"].calls, 3);
+  EXPECT_TRUE(DeviceTimeByOp(*events).empty());
+  for (const ProfiledEvent& event : *events) {
+    EXPECT_THAT(event.name, Not(HasSubstr("profiler::")));
+    EXPECT_LE(event.start_ns, event.end_ns);
+  }
+}
+
+TEST(ProfileEvents, ReturnsTheBodysErrorAndLeavesTheProfilerOff) {
+  absl::StatusOr<std::vector<ProfiledEvent>> events =
+      ProfileEvents(false, [] { return absl::InternalError("body failed"); });
+  ASSERT_FALSE(events.ok());
+  EXPECT_THAT(std::string(events.status().message()), HasSubstr("body failed"));
+  // The profiler was turned off: a second session can start.
+  absl::StatusOr<std::vector<ProfiledEvent>> again =
+      ProfileEvents(false, [] { return absl::OkStatus(); });
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST(ProfileEvents, RefusesToNestInARunningProfiler) {
+  absl::Status inner;
+  absl::StatusOr<std::vector<ProfiledEvent>> outer = ProfileEvents(false, [&] {
+    inner = ProfileEvents(false, [] { return absl::OkStatus(); }).status();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(outer.ok()) << outer.status();
+  EXPECT_EQ(inner.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(inner.message()), HasSubstr("already running"));
+}
+
+}  // namespace
+}  // namespace benchmarks
