@@ -168,7 +168,7 @@ absl::StatusOr<std::vector<TensorMap>> Varuna::SplitBatch(const TensorMap& input
     const int64_t length = std::min(chunk, examples - start);
     TensorMap micro;
     for (const auto& [name, tensor] : inputs) {
-      micro[name] = tensor.narrow(0, start, length).to(options_.device);
+      micro[name] = tensor.narrow(0, start, length);
     }
     micro_batches.push_back(std::move(micro));
   }
@@ -183,9 +183,12 @@ absl::StatusOr<Varuna::Plan> Varuna::MakePlan(const TensorMap& inputs, int64_t e
   Plan plan;
   plan.micro_batches = std::move(*micro_batches);
   double total = 0;
-  for (const TensorMap& micro : plan.micro_batches) {
+  // Weights from the inputs where the caller keeps them (the CPU, usually: no device sync),
+  // then the micro-batches move to the device.
+  for (TensorMap& micro : plan.micro_batches) {
     plan.weights.push_back(model_->LossWeight(micro));
     total += plan.weights.back();
+    for (auto& [name, tensor] : micro) tensor = tensor.to(options_.device);
   }
   // Every stage of a replica sees the same inputs, so summing over the replicas of any stage
   // gives the global batch's total on every rank.

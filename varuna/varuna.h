@@ -185,11 +185,12 @@ class Varuna {
  private:
   Varuna(const VarunaOptions& options, std::shared_ptr<StageModule> model, StageGroups groups);
 
-  // Splits every input into micro-batches of `chunk` examples along dimension 0; every input
-  // must hold `examples` ("expected N" + `what` otherwise).
+  // Splits every input into micro-batches of `chunk` examples along dimension 0 (views, on the
+  // inputs' device); every input must hold `examples` ("expected N" + `what` otherwise).
   absl::StatusOr<std::vector<TensorMap>> SplitBatch(const TensorMap& inputs, int64_t examples,
                                                     int64_t chunk, const char* what) const;
-  // Splits, weighs (normalised over the global batch) and checks a batch.
+  // Splits, weighs (normalised over the global batch), checks a batch and moves its
+  // micro-batches to the device.
   struct Plan {
     std::vector<TensorMap> micro_batches;
     std::vector<double> weights;

@@ -11,6 +11,8 @@
 #   env.sh     `source env.sh` points LD_LIBRARY_PATH at lib/ and at the host's PyTorch 2.11
 #              install (torch/lib and nvidia/*/lib), so any binary in bin/ runs
 #   run.sh     runs every bundled test (tests.txt lists them); exits non-zero if any fails
+#   session.sh the milestone's GPU checks in phases of under 10 minutes (tests, kernels,
+#              train PRESET, throughput PRESET); see tests/gpu/session.sh
 #
 #   tests/gpu/bundle.sh [out_dir]              (default: gpu_bundle; git-ignored)
 #   bazel run //tests/gpu:bundle -- [out_dir]  (the same; out_dir relative to where you ran it)
@@ -60,7 +62,8 @@ if [[ -x "$out/bin/pretrain_gpt2" ]]; then
   mkdir -p "$out/bin/pretrain_gpt2.runfiles/varuna/data"
   cp -rL data/corpus "$out/bin/pretrain_gpt2.runfiles/varuna/data/"
 fi
-cp tests/benchmarks/*.py tests/benchmarks/*.sh "$out/bench/" 2> /dev/null || true
+cp tests/benchmarks/*.py tests/benchmarks/*.sh "$out/bench/"
+cp tests/gpu/session.sh "$out/"
 
 cat > "$out/env.sh" << 'EOF_ENV'
 # source this file: makes the binaries in bin/ runnable against this host's PyTorch 2.11.
