@@ -154,9 +154,12 @@ torch::Tensor Gpt2Stage::Forward(const torch::Tensor& activation, const varuna::
               ": input 'loss_mask' must be floating-point ", tokens, " like the tokens, got ",
               loss_mask.scalar_type(), " ", loss_mask.sizes());
   // Per-token cross entropy in float32 (float64 for float64 models), then the masked mean.
+  // log_softmax reads the half-precision logits itself (on CUDA, fp16 ones without an fp32
+  // copy of the [tokens, V] logits, and their gradient comes back in fp16).
   const at::ScalarType acc = AccumulationType(logits.scalar_type());
-  const torch::Tensor losses = at::cross_entropy_loss(
-      logits.to(acc).flatten(0, 1), labels.flatten(), /*weight=*/{}, at::Reduction::None);
+  const torch::Tensor log_probs = at::log_softmax(logits.flatten(0, 1), /*dim=*/-1, acc);
+  const torch::Tensor losses =
+      at::nll_loss(log_probs, labels.flatten(), /*weight=*/{}, at::Reduction::None);
   const torch::Tensor mask = loss_mask.flatten().to(acc);
   return (losses * mask).sum() / mask.sum();
 }

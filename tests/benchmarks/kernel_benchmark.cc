@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "trainer/flags.h"
 #include "varuna/kernels/bias_gelu.h"
+#include "varuna/kernels/causal_attention.h"
 #include "varuna/kernels/causal_softmax.h"
 #include "varuna/kernels/fused_adam.h"
 #include "varuna/kernels/layer_norm.h"
@@ -385,6 +386,24 @@ int Main(int argc, char** argv) {
         row.unfused_ms / row.fused_ms,
         row.aten_ms < 0 ? "-" : absl::StrFormat("%.3f", row.aten_ms).c_str(),
         row.aten_ms < 0 ? "-" : absl::StrFormat("%.2fx", row.aten_ms / row.fused_ms).c_str());
+  }
+  // The two causal-attention backends, forward + backward, at the shapes of gpt2-355m (16 heads
+  // of 64) and gpt2-1.5b (25 heads of 64), micro-batch 8, sequence 1024: what
+  // --attention-backend=auto measures at start-up.
+  std::printf(
+      "\n| attention [batch, heads, seq, head_dim] | backend | forward + backward ms |\n"
+      "|---|---|---|\n");
+  at::AutoGradMode grad_mode(true);  // the backends are timed forward + backward
+  for (int64_t heads : {int64_t{16}, int64_t{25}}) {
+    const int64_t batch = options.quick ? 1 : 8;
+    const int64_t seq = options.quick ? 64 : 1024;
+    for (const varuna::kernels::AttentionTiming& timing : varuna::kernels::MeasureAttentionBackends(
+             device, batch, options.quick ? 2 : heads, seq, 64, dtypes.at(options.dtype),
+             options.iterations)) {
+      std::printf("| [%d, %d, %d, 64] | %s | %.3f |\n", static_cast<int>(batch),
+                  static_cast<int>(options.quick ? 2 : heads), static_cast<int>(seq),
+                  varuna::kernels::AttentionBackendName(timing.backend), timing.milliseconds);
+    }
   }
   return 0;
 }
