@@ -10,6 +10,7 @@
 // --save-interval a checkpoint.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/DeviceAccelerator.h>
 
 #include <chrono>
 #include <cstdio>
@@ -195,6 +196,12 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
         "--device=cuda: no CUDA device is visible to this program (or it was built without "
         "--config=cuda): use --device=cpu, or build with --config=cuda on a GPU host");
   }
+  if (cuda && (*local_rank < 0 || static_cast<size_t>(*local_rank) >= at::getNumGPUs())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--local_rank=", *local_rank, " (or LOCAL_RANK) selects CUDA device ", *local_rank,
+        ", but this process sees ", at::getNumGPUs(),
+        " CUDA devices: start at most one process per visible GPU, with local ranks from 0"));
+  }
   options.device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*local_rank))
                         : c10::Device(c10::kCPU);
   return options;
@@ -245,6 +252,11 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
       !status.ok()) {
     return status;
+  }
+  // This rank's GPU becomes the process's current device before anything touches CUDA, so
+  // that work naming no device (c10d's, NCCL's, LibTorch's) lands there and not on GPU 0.
+  if (engine_options.device.is_cuda()) {
+    at::accelerator::setDeviceIndex(engine_options.device.index());
   }
   const int world_size = engine_options.stage_map.world_size();
   if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
@@ -448,6 +460,10 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   const std::string device_name = DeviceName(engine_options.device);
   const std::optional<double> peak =
       a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops) : PeakTflops(device_name);
+  // The FLOP/s are the whole job's (global batch, all stages), so MFU divides them by the peak
+  // of all its devices.
+  const std::optional<double> job_peak =
+      peak ? std::optional<double>(*peak * world_size) : std::nullopt;
   log.Info(
       absl::StrFormat("> training %s for %d iterations on %s (%s), global batch %d x %d tokens, "
                       "%.3g GFLOP per iteration (Megatron's formula)",
@@ -500,7 +516,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     if (state.iteration % a.log_interval == 0) {
       const double seconds = interval_seconds / static_cast<double>(interval_steps);
       const Throughput throughput =
-          MeasureThroughput(flops_per_iteration, tokens_per_iteration, seconds, peak);
+          MeasureThroughput(flops_per_iteration, tokens_per_iteration, seconds, job_peak);
       StepRecord record;
       record.iteration = state.iteration;
       record.train_iters = a.train_iters;

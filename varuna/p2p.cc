@@ -19,12 +19,15 @@ at::TensorOptions HeaderOptions(const c10::Device& device) {
 void PendingSends::Send(comm::ProcessGroup& group, const at::Tensor& tensor, int peer, int tag) {
   Pending p;
   p.data = tensor.detach().contiguous();
-  at::Tensor header = at::zeros({kHeaderSize}, at::kLong);
+  // Filled on the host; for a CUDA tensor from pinned memory, so that the copy to the device
+  // does not make the host wait for the stage's queued compute at every send.
+  at::Tensor header = at::zeros(
+      {kHeaderSize}, at::TensorOptions().dtype(at::kLong).pinned_memory(p.data.is_cuda()));
   int64_t* h = header.data_ptr<int64_t>();
   h[0] = static_cast<int64_t>(p.data.scalar_type());
   h[1] = p.data.dim();
   for (int64_t d = 0; d < p.data.dim() && d < kMaxDims; ++d) h[2 + d] = p.data.size(d);
-  p.header = header.to(p.data.device());
+  p.header = header.to(p.data.device(), /*non_blocking=*/true);
   p.header_work = group.Send(p.header, peer, tag);
   p.data_work = group.Send(p.data, peer, tag + 1);
   pending_.push_back(std::move(p));

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <condition_variable>
 #include <functional>
@@ -29,6 +30,9 @@ class Prefetcher {
       : slots_(count) {
     if (group == nullptr) return;
     thread_ = std::thread([this, group, peer, count, tag_of, device] {
+      // A new thread's current CUDA device is 0: make it this rank's, so that no CUDA call
+      // here touches (and makes a context on) another rank's GPU.
+      const c10::DeviceGuard on_device(device);
       for (int i = 0; i < count; ++i) {
         absl::StatusOr<at::Tensor> tensor = ReceiveTensor(*group, peer, tag_of(i), device);
         std::lock_guard<std::mutex> lock(mu_);

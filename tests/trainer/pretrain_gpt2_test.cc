@@ -138,7 +138,8 @@ TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
 TEST_F(PretrainGpt2Test, LaunchedPipelineMatchesOneProcess) {
   std::vector<std::string> model = TinyModel();
   model.erase(std::find(model.begin(), model.end(), "--batch-size=4"));
-  model.insert(model.end(), {"--train-iters=5", "--hidden-dropout=0", "--attention-dropout=0"});
+  model.insert(model.end(), {"--train-iters=5", "--hidden-dropout=0", "--attention-dropout=0",
+                             "--peak-tflops=1"});
   Result single = Run(Plus(model, {"--batch-size=8", "--chunk_size=2"}), "single");
   ASSERT_EQ(single.exit.code, 0) << Describe(single);
   Result launched = Run(model, "launched",
@@ -154,6 +155,18 @@ TEST_F(PretrainGpt2Test, LaunchedPipelineMatchesOneProcess) {
     const double x = std::stod(a.at(i)), y = std::stod(b.at(i));
     EXPECT_NEAR(y, x, 1e-5 * x) << "iteration " << i;
   }
+  // The TFLOP/s are the job's, so MFU divides them by the peak of all its (here 4) devices.
+  auto mfu_per_tflops = [](const Result& r) {
+    for (auto line = r.metrics.rbegin(); line != r.metrics.rend(); ++line) {
+      const varuna::json::Value* mfu = line->Find("mfu");
+      if (mfu != nullptr && mfu->is_number()) {
+        return mfu->as_double() / line->Find("tflops")->as_double();
+      }
+    }
+    return 0.0;
+  };
+  EXPECT_NEAR(mfu_per_tflops(single), 1.0, 1e-9) << Describe(single);  // --peak-tflops=1
+  EXPECT_NEAR(mfu_per_tflops(launched), 0.25, 1e-9) << Describe(launched);
 }
 
 TEST_F(PretrainGpt2Test, RefusesACheckpointOfAnotherModel) {

@@ -1,13 +1,18 @@
 #include "varuna/comm/nccl_process_group.h"
 
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <utility>
 #include <vector>
@@ -19,23 +24,59 @@
 namespace varuna::comm {
 namespace {
 
+c10::intrusive_ptr<c10d::ProcessGroupNCCL> MakeNcclGroup(c10::intrusive_ptr<c10d::Store> store,
+                                                         int rank, int size, int device,
+                                                         std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(std::move(store), rank, size, options);
+  pg->setBoundDeviceId(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+  return pg;
+}
+
 // What a group and its in-flight transfers share. The last owner shuts the communicators
 // down, or aborts them if the group broke (a graceful shutdown can wait forever on a dead
 // peer).
+//
+// Point-to-point transfers do not run on `pg`: c10d gives each pair of ranks one communicator
+// and one stream for both directions, so a receive posted early (a prefetching thread waiting
+// for a gradient) would hold back every later send to that peer (the activation the gradient
+// depends on) -- a deadlock -- and NCCL communicators must not be driven from two threads.
+// Each direction src -> dst instead gets a two-rank group of its own (sender rank 0, receiver
+// rank 1), used by one thread on each side, in which transfers match in issue order.
 struct NcclState {
   NcclState(GroupSpec spec, int device, c10::intrusive_ptr<c10d::ProcessGroupNCCL> pg)
       : spec(std::move(spec)), device(device), pg(std::move(pg)) {}
 
   ~NcclState() {
+    const bool broken = !failure.Check(spec.name).ok();
+    for (auto& [direction, channel] : channels) Close(*channel, broken);
+    Close(*pg, broken);
+  }
+
+  static void Close(c10d::ProcessGroupNCCL& group, bool broken) {
     try {
-      if (failure.Check(spec.name).ok()) {
-        pg->shutdown();
+      if (broken) {
+        group.abort();
       } else {
-        pg->abort();
+        group.shutdown();
       }
     } catch (const std::exception&) {
       // Nothing more can be done for communicators that fail to close.
     }
+  }
+
+  // The group carrying transfers from group rank `src` to group rank `dst`, made on first use
+  // by either side (its communicator is made by its first transfer). Throws as c10d does.
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> Channel(int src, int dst) {
+    std::lock_guard<std::mutex> lock(channels_mu);
+    c10::intrusive_ptr<c10d::ProcessGroupNCCL>& channel = channels[{src, dst}];
+    if (!channel) {
+      channel = MakeNcclGroup(
+          c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("p2p/", src, "to", dst), spec.store),
+          spec.rank == src ? 0 : 1, 2, device, spec.timeout);
+    }
+    return channel;
   }
 
   // Runs `op`, turning an exception into Unavailable and breaking the group.
@@ -56,9 +97,17 @@ struct NcclState {
   const int device;
   const c10::intrusive_ptr<c10d::ProcessGroupNCCL> pg;
   FailureLatch failure;
+  std::mutex channels_mu;
+  // (src, dst) -> the point-to-point group of that direction; guarded by channels_mu.
+  std::map<std::pair<int, int>, c10::intrusive_ptr<c10d::ProcessGroupNCCL>> channels;
 };
 
-// A transfer in flight; c10d's Work::wait makes the current CUDA stream wait for it.
+// A transfer in flight. Wait blocks the host until the GPU has finished it, polling its end
+// event, instead of c10d's Work::wait, which makes the calling thread's current stream wait:
+// for a receiving thread that is the default stream the compute runs on, so every kernel
+// queued after it would wait for the transfer, including the ones producing what the peer
+// needs before it sends (a deadlock). Once the transfer is complete, the received tensor may
+// be used on any stream.
 class NcclWork : public Work {
  public:
   NcclWork(std::shared_ptr<NcclState> state, c10::intrusive_ptr<c10d::Work> work, std::string what)
@@ -68,7 +117,25 @@ class NcclWork : public Work {
     std::lock_guard<std::mutex> lock(mu_);
     if (!waited_) {
       waited_ = true;
-      result_ = state_->Run(what_, [&] { work_->wait(); });
+      const auto deadline = std::chrono::steady_clock::now() + state_->spec.timeout;
+      bool timed_out = false;
+      result_ = state_->Run(what_, [&] {
+        const c10::cuda::CUDAGuard guard(state_->device);
+        while (!work_->isCompleted()) {  // also true once c10d recorded a failure
+          if (std::chrono::steady_clock::now() > deadline) {
+            timed_out = true;
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        work_->wait();  // rethrows a failure; the event is complete, so no stream waits
+      });
+      if (timed_out) {
+        result_ = absl::DeadlineExceededError(absl::StrCat(state_->spec.name, ": ", what_,
+                                                           " did not complete within ",
+                                                           state_->spec.timeout.count(), " ms"));
+        state_->failure.Trip(result_);
+      }
     }
     return result_;
   }
@@ -161,8 +228,9 @@ class NcclProcessGroup : public ProcessGroup {
     if (status.ok()) {
       status = state_->Run(what, [&] {
         std::vector<at::Tensor> tensors = {tensor};
-        work =
-            is_send ? state_->pg->send(tensors, peer, tag) : state_->pg->recv(tensors, peer, tag);
+        // In the direction's own group the sender is rank 0 and the receiver rank 1.
+        work = is_send ? state_->Channel(rank(), peer)->send(tensors, 1, tag)
+                       : state_->Channel(peer, rank())->recv(tensors, 0, tag);
       });
     }
     if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
@@ -189,11 +257,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> NewNcclProcessGroup(const GroupSpe
                                                       " does not exist (", devices, " visible)"));
   }
   try {
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = spec.timeout;
-    auto pg =
-        c10::make_intrusive<c10d::ProcessGroupNCCL>(spec.store, spec.rank, spec.size, options);
-    pg->setBoundDeviceId(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    auto pg = MakeNcclGroup(spec.store, spec.rank, spec.size, device, spec.timeout);
     return std::make_unique<NcclProcessGroup>(
         std::make_shared<NcclState>(spec, device, std::move(pg)));
   } catch (const std::exception& e) {

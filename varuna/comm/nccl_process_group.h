@@ -17,8 +17,9 @@ namespace varuna::comm {
 
 // Creates this rank's member of the NCCL group `spec` describes, bound to CUDA device
 // `device` (one GPU per rank: NCCL refuses two ranks on one GPU). Communicators are made by
-// the first operation. Returns FailedPrecondition if no such device exists or the NCCL
-// library that runs is not the version compiled against.
+// the first operation; point-to-point transfers get one per direction between two members
+// (so the two directions never wait for each other). Returns FailedPrecondition if no such
+// device exists or the NCCL library that runs is not the version compiled against.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> NewNcclProcessGroup(const GroupSpec& spec,
                                                                   int device);
 

@@ -8,14 +8,15 @@
 //   from any thread, concurrently with collectives.
 // - Matching of point-to-point transfers. Gloo routes by (peer, tag): transfers with
 //   different tags may be issued in any order, but two with the same peer and tag must not
-//   be in flight at once. NCCL ignores the tag and matches the transfers between two ranks
-//   in the order each side issues them, running them in that order: issue them in the same
-//   order on both sides, and when two ranks exchange in both directions, let one of them
-//   send first (if both receive first, both wait forever).
+//   be in flight at once. NCCL ignores the tag and matches the transfers from one rank to
+//   another in the order each side issues them, each direction on its own: issue them in
+//   the same order on both sides, from one thread per direction on each side.
 // - Completion: when a call (or Work::Wait) returns OK, the result is visible to the
-//   caller's next work on the tensor's device. For CPU tensors the bytes are in memory; for
-//   CUDA tensors, work queued on the current CUDA stream afterwards sees them (the host does
-//   not wait for the GPU).
+//   caller's next work on the tensor's device. For CPU tensors the bytes are in memory. For
+//   CUDA tensors, after a collective, work queued on the current CUDA stream afterwards sees
+//   them (the host does not wait for the GPU); a point-to-point Wait returns once the
+//   transfer has finished on the GPU, so the tensor may then be used on any stream and a
+//   waiting thread holds up no stream.
 // - Failure. Gloo: an operation that exceeds the group's timeout returns DeadlineExceeded;
 //   one whose peer fails (a killed process, a closed connection) returns Unavailable,
 //   usually at once. The message names the operation, the group and the peer. After a
