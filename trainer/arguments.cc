@@ -1,8 +1,13 @@
 #include "trainer/arguments.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "trainer/flags.h"
 #include "trainer/lr_schedule.h"
 #include "varuna/schedule.h"
@@ -77,7 +82,14 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("rank", &a.rank, "global rank (-1: from RANK, else 0)");
   p.Add("local_rank", &a.local_rank, "rank on this node (-1: from LOCAL_RANK, else 0)");
   p.Add("resume_step", &a.resume_step, "resume from this checkpoint iteration (-1: newest)");
-  p.Add("profiling", &a.profiling, "Varuna's profile mode");
+  p.Add("profiling", &a.profiling,
+        "Varuna's profile mode: time each segment's forward/backward and memory at each "
+        "--profile-micro-batches size, write them to --profile-dir, and exit (no training; "
+        "random tokens stand in for data, so no dataset is needed)");
+  p.Add("profile-micro-batches", &a.profile_micro_batches,
+        "micro-batch sizes to profile: a list (1,2,4,8), a range (1-24), or both (1-4,8)");
+  p.Add("profile-dir", &a.profile_dir,
+        "directory of the profile (default: --save); an existing profile there is extended");
   p.Add("schedule", &a.schedule, "pipeline schedule: varuna, gpipe or 1f1b");
   p.Add("attention-backend", &a.attention_backend,
         "causal attention: fused-softmax, sdpa, or auto (the faster on a GPU)");
@@ -195,12 +207,40 @@ absl::Status Validate(const TrainerArguments& a) {
     return Invalid(absl::StrCat("--resume_step=", a.resume_step,
                                 " needs --load=DIR (the checkpoints to resume from)"));
   }
-  if (a.profiling) {
-    return absl::UnimplementedError(
-        "--profiling (Varuna's profile mode) is not available in this build yet; run "
-        "without it");
+  if (a.profiling && a.profile_dir.empty() && a.save.empty()) {
+    return Invalid(
+        "--profiling needs --profile-dir=DIR or --save=DIR (where the profile is written)");
   }
   return absl::OkStatus();
+}
+
+// --profile-micro-batches: comma-separated sizes N or ranges A-B, each >= 1; sorted, unique.
+absl::StatusOr<std::vector<int>> ParseMicroBatchSizes(const std::string& text) {
+  const std::string flag = absl::StrCat("--profile-micro-batches=", text);
+  std::set<int> sizes;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    std::vector<absl::string_view> ends = absl::StrSplit(item, absl::MaxSplits('-', 1));
+    int first = 0;
+    int last = 0;
+    if (!absl::SimpleAtoi(ends[0], &first) ||
+        !absl::SimpleAtoi(ends.size() == 2 ? ends[1] : ends[0], &last)) {
+      return Invalid(absl::StrCat(flag, ": \"", item,
+                                  "\" is not a size or a range A-B: use e.g. 1,2,4,8 or 1-24"));
+    }
+    if (first < 1 || last < 1) {
+      return Invalid(absl::StrCat(flag, ": micro-batch sizes must be at least 1 (\"", item, "\")"));
+    }
+    if (first > last) {
+      return Invalid(
+          absl::StrCat(flag, ": the range ", item, " is empty: write the smaller size first"));
+    }
+    if (last - first > 4096) {
+      return Invalid(absl::StrCat(flag, ": the range ", item, " has more than 4096 sizes"));
+    }
+    for (int b = first; b <= last; ++b) sizes.insert(b);
+  }
+  return std::vector<int>(sizes.begin(), sizes.end());
 }
 
 // The sample run: settings that show the loss falling within minutes on a CPU.
@@ -238,6 +278,9 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   }
   if (a.data_path.empty()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;
+  absl::StatusOr<std::vector<int>> sizes = ParseMicroBatchSizes(a.profile_micro_batches);
+  if (!sizes.ok()) return sizes.status();
+  a.profile_micro_batch_sizes = *std::move(sizes);
   return a;
 }
 

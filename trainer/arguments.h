@@ -79,9 +79,13 @@ struct TrainerArguments {
   int rank = -1;
   int local_rank = -1;
   int64_t resume_step = -1;  // Also --load-iteration.
+  // --profiling: measure the model's segments instead of training (Varuna's profile mode).
   bool profiling = false;
-  std::string schedule = "varuna";         // varuna, gpipe or 1f1b
-  std::string attention_backend = "auto";  // auto, fused-softmax or sdpa
+  std::string profile_micro_batches = "1-24";  // Sizes: a list "1,2,4,8", ranges "1-24", or both.
+  std::string profile_dir;                     // Where the profile goes; empty: --save.
+  std::vector<int> profile_micro_batch_sizes;  // --profile-micro-batches parsed, ascending.
+  std::string schedule = "varuna";             // varuna, gpipe or 1f1b
+  std::string attention_backend = "auto";      // auto, fused-softmax or sdpa
   int distributed_timeout_minutes = 10;
 
   // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments

@@ -37,6 +37,7 @@
 #include "trainer/hf_config.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/paths.h"
+#include "trainer/profile_mode.h"
 #include "trainer/sample_corpus.h"
 #include "trainer/stop_signal.h"
 #include "trainer/throughput.h"
@@ -230,6 +231,42 @@ absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
   return Vocabulary{a.sample_run ? kSampleVocabSize : 50257, -1};
 }
 
+// --profiling: measures the model's segments into the profile directory instead of training.
+absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                         const varuna::VarunaOptions& engine) {
+  if (const int processes = engine.stage_map.world_size(); processes > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--profiling runs in a single process for now, but this job has ", processes,
+        " processes (WORLD_SIZE or --stage_to_rank_map): run the trainer alone with --profiling, "
+        "without //varuna:launch or --stage_to_rank_map"));
+  }
+  if (engine.device.is_cuda()) at::accelerator::setDeviceIndex(engine.device.index());
+  // The sample run's default metrics file is for training; profiling writes one only if asked.
+  const std::string metrics =
+      a.sample_run && !a.WasGiven("metrics-file") ? "" : ResolveUserPath(a.metrics_file);
+  absl::StatusOr<std::unique_ptr<TrainingLog>> log = TrainingLog::Open(stdout, metrics);
+  if (!log.ok()) return log.status();
+  AttentionShape attention_shape;
+  attention_shape.micro_batch = a.profile_micro_batch_sizes.back();
+  attention_shape.heads = config.num_attention_heads;
+  attention_shape.seq_length = config.seq_length;
+  attention_shape.head_dim = config.hidden_size / config.num_attention_heads;
+  absl::StatusOr<AttentionChoice> attention =
+      ChooseAttentionBackend(a.attention_backend, engine.device, engine.dtype, attention_shape);
+  if (!attention.ok()) return attention.status();
+  (*log)->Info(absl::StrCat("> attention: ", attention->reason));
+  ProfileModeOptions options;
+  options.dir = ResolveUserPath(a.profile_dir.empty() ? a.save : a.profile_dir);
+  options.micro_batch_sizes = a.profile_micro_batch_sizes;
+  options.device = engine.device;
+  options.device_name = DeviceName(engine.device);
+  options.dtype = engine.dtype;
+  options.seed = static_cast<uint64_t>(a.seed);
+  options.execution.attention = attention->backend;
+  at::manual_seed(a.seed);
+  return RunProfiling(config, options, **log);
+}
+
 absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   // Everything that can be checked without touching a file is checked first.
   absl::StatusOr<Vocabulary> vocabulary = KnownVocabulary(a);
@@ -249,6 +286,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   absl::StatusOr<varuna::VarunaOptions> engine_options_or = EngineOptions(a);
   if (!engine_options_or.ok()) return engine_options_or.status();
   varuna::VarunaOptions& engine_options = *engine_options_or;
+  if (a.profiling) return ProfileMode(a, *config, engine_options);
   if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
       !status.ok()) {
     return status;
