@@ -79,6 +79,9 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("varuna", &a.varuna, "run under the Varuna engine (always on; accepted for scripts)");
   p.Add("stage_to_rank_map", &a.stage_to_rank_map, "Varuna stage map, e.g. \"0,2;1,3;\"");
   p.Add("chunk_size", &a.chunk_size, "micro-batch size (0: --batch-size)");
+  p.Add("stage-segments", &a.stage_segments_text,
+        "layers per pipeline stage in stage order, e.g. 1,1,2 (empty: an even split; the "
+        "launcher sets it from a profile)");
   p.Add("rank", &a.rank, "global rank (-1: from RANK, else 0)");
   p.Add("local_rank", &a.local_rank, "rank on this node (-1: from LOCAL_RANK, else 0)");
   p.Add("resume_step", &a.resume_step, "resume from this checkpoint iteration (-1: newest)");
@@ -243,6 +246,29 @@ absl::StatusOr<std::vector<int>> ParseMicroBatchSizes(const std::string& text) {
   return std::vector<int>(sizes.begin(), sizes.end());
 }
 
+// --stage-segments: comma-separated stage sizes, each >= 1 (checked against the stage map and
+// the model by Varuna::ValidateOptions).
+absl::StatusOr<std::vector<int>> ParseStageSegments(const std::string& text) {
+  std::vector<int> sizes;
+  if (absl::StripAsciiWhitespace(text).empty()) return sizes;
+  const std::string flag = absl::StrCat("--stage-segments=", text);
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    int size = 0;
+    if (!absl::SimpleAtoi(item, &size)) {
+      return Invalid(absl::StrCat(flag, ": \"", item,
+                                  "\" is not a number of layers: give one count per stage, e.g. "
+                                  "--stage-segments=1,1,2"));
+    }
+    if (size < 1) {
+      return Invalid(
+          absl::StrCat(flag, ": a stage of ", size, " layers; every stage needs at least 1"));
+    }
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
 // The sample run: settings that show the loss falling within minutes on a CPU.
 void ApplySampleRunDefaults(TrainerArguments& a) {
   a.sample_run = true;
@@ -281,6 +307,9 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   absl::StatusOr<std::vector<int>> sizes = ParseMicroBatchSizes(a.profile_micro_batches);
   if (!sizes.ok()) return sizes.status();
   a.profile_micro_batch_sizes = *std::move(sizes);
+  absl::StatusOr<std::vector<int>> stage_segments = ParseStageSegments(a.stage_segments_text);
+  if (!stage_segments.ok()) return stage_segments.status();
+  a.stage_segments = *std::move(stage_segments);
   return a;
 }
 

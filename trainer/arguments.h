@@ -76,6 +76,9 @@ struct TrainerArguments {
   bool varuna = false;
   std::string stage_to_rank_map;
   int chunk_size = 0;
+  // --stage-segments: segments (layers) per pipeline stage, e.g. "1,1,2"; empty: an even split.
+  std::string stage_segments_text;
+  std::vector<int> stage_segments;  // --stage-segments parsed, in stage order.
   int rank = -1;
   int local_rank = -1;
   int64_t resume_step = -1;  // Also --load-iteration.

@@ -189,6 +189,7 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   options.rank = *rank;
   options.batch_size = a.batch_size;
   options.chunk_size = a.chunk_size;
+  options.stage_segments = a.stage_segments;
   options.clip_grad = a.clip_grad;
   options.dtype = a.fp16 ? at::kHalf : a.bf16 ? at::kBFloat16 : at::kFloat;
   const bool cuda = a.device.empty() ? at::hasCUDA() : a.device == "cuda";

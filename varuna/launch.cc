@@ -5,6 +5,11 @@
 //   bazel run //varuna:launch -- --nstages=2 --chunk_size=4 --batch_size=32
 //       --gpus_per_node=2 -- //trainer:pretrain_gpt2 --data-path=...
 //
+// or, choosing P, the micro-batch size and the stage boundaries from a profile
+// (launch_config.h):
+//   bazel run //varuna:launch -- --profile_dir=prof --gpu_memory_gb=80 --batch_size=32
+//       --gpus_per_node=4 -- //trainer:pretrain_gpt2 --data-path=...
+//
 // Exit status: 0 when every worker exited 0; 2 for bad flags; else the first failing worker's
 // exit code (128 + signal when a signal killed it).
 #include <arpa/inet.h>
@@ -20,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "varuna/launch_config.h"
 #include "varuna/launch_plan.h"
 #include "varuna/worker_group.h"
 
@@ -54,6 +60,23 @@ int FreePort() {
   return port;
 }
 
+// `path` as the user meant it: relative paths follow the user's directory under `bazel run`.
+std::string UserPath(const std::string& path,
+                     const std::map<std::string, std::string>& environment) {
+  auto base = environment.find("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || std::filesystem::path(path).is_absolute() || base == environment.end()) {
+    return path;
+  }
+  return (std::filesystem::path(base->second) / path).string();
+}
+
+void Print(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::cout << "[launch] " << line << "\n";
+  }
+  std::cout.flush();
+}
+
 int Fail(const absl::Status& status) {
   std::cerr << "[launch] error: " << status.message() << "\n";
   return 2;
@@ -70,21 +93,31 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options->master_port == 0 && options->nnodes == 1) options->master_port = FreePort();
+  const std::map<std::string, std::string> environment = Environment();
+
+  absl::StatusOr<bool> from_profile = varuna::ConfiguresFromProfile(*options);
+  if (!from_profile.ok()) return Fail(from_profile.status());
+  if (*from_profile) {
+    varuna::LaunchOptions resolved = *options;
+    resolved.profile_dir = UserPath(options->profile_dir, environment);
+    absl::StatusOr<varuna::LaunchChoice> choice = varuna::ChooseFromProfileDir(resolved);
+    if (!choice.ok()) return Fail(choice.status());
+    Print(choice->report);
+    *options = choice->options;
+  } else if (!options->profile_dir.empty()) {
+    Print("note: --profile_dir is ignored: --nstages and --chunk_size were given\n");
+  }
 
   if (absl::Status status = varuna::ValidateLaunchOptions(*options); !status.ok()) {
     return Fail(status);
   }
-  const std::map<std::string, std::string> environment = Environment();
   absl::StatusOr<std::string> program = varuna::ResolveProgram(
       options->command[0], environment, std::filesystem::current_path().string());
   if (!program.ok()) return Fail(program.status());
   absl::StatusOr<varuna::LaunchPlan> plan = varuna::PlanLaunch(*options, *program, environment);
   if (!plan.ok()) return Fail(plan.status());
 
-  for (absl::string_view line : absl::StrSplit(plan->Describe(), '\n', absl::SkipEmpty())) {
-    std::cout << "[launch] " << line << "\n";
-  }
-  std::cout.flush();
+  Print(plan->Describe());
 
   varuna::WorkerGroupOptions group;
   group.grace_seconds = options->grace_seconds;

@@ -28,12 +28,16 @@ struct FlagSpec {
   const char* name;  // canonical spelling
   FlagType type;
   const char* help;
-  int LaunchOptions::*field = nullptr;  // The option a kInt flag sets.
+  int LaunchOptions::*field = nullptr;                 // The option a kInt flag sets,
+  double LaunchOptions::*double_field = nullptr;       // a kDouble flag,
+  std::string LaunchOptions::*string_field = nullptr;  // a kString flag.
 };
 
 const FlagSpec kFlags[] = {
-    {"nstages", FlagType::kInt, "pipeline stages P (required)", &LaunchOptions::nstages},
-    {"chunk_size", FlagType::kInt, "micro-batch size (required)", &LaunchOptions::chunk_size},
+    {"nstages", FlagType::kInt, "pipeline stages P (required unless --profile_dir)",
+     &LaunchOptions::nstages},
+    {"chunk_size", FlagType::kInt, "micro-batch size (required unless --profile_dir)",
+     &LaunchOptions::chunk_size},
     {"batch_size", FlagType::kInt, "global batch size over all replicas (required)",
      &LaunchOptions::batch_size},
     {"gpus_per_node", FlagType::kInt, "worker processes per node (default 1)",
@@ -41,12 +45,22 @@ const FlagSpec kFlags[] = {
     {"nnodes", FlagType::kInt, "nodes in the job (default 1)", &LaunchOptions::nnodes},
     {"node_rank", FlagType::kInt, "this node's index in [0, nnodes) (default 0)",
      &LaunchOptions::node_rank},
-    {"master_addr", FlagType::kString, "host of rank 0's rendezvous store (default 127.0.0.1)"},
+    {"master_addr", FlagType::kString, "host of rank 0's rendezvous store (default 127.0.0.1)",
+     nullptr, nullptr, &LaunchOptions::master_addr},
     {"master_port", FlagType::kInt,
      "port of the rendezvous store (default 29500; 0 = a free port, one node only)",
      &LaunchOptions::master_port},
     {"grace_seconds", FlagType::kDouble,
-     "seconds between SIGTERM and SIGKILL when stopping workers (default 10)"},
+     "seconds between SIGTERM and SIGKILL when stopping workers (default 10)", nullptr,
+     &LaunchOptions::grace_seconds},
+    {"profile_dir", FlagType::kString,
+     "a profile written by `pretrain_gpt2 --profiling`: with --nstages and --chunk_size both "
+     "omitted, choose P, the micro-batch size and the stage boundaries from it (ignored when "
+     "both are given)",
+     nullptr, nullptr, &LaunchOptions::profile_dir},
+    {"gpu_memory_gb", FlagType::kDouble,
+     "memory of one GPU in GiB, for the configuration search (required with --profile_dir)",
+     nullptr, &LaunchOptions::gpu_memory_gb},
 };
 
 // Varuna's launcher.py spellings of the same flags.
@@ -68,13 +82,14 @@ const FlagSpec* FindFlag(const std::string& key) {
 absl::Status Assign(const FlagSpec& flag, const std::string& value, LaunchOptions& options) {
   const std::string name = flag.name;
   if (flag.type == FlagType::kString) {
-    options.master_addr = value;
+    options.*flag.string_field = value;
     return absl::OkStatus();
   }
   if (flag.type == FlagType::kDouble) {
-    if (!absl::SimpleAtod(value, &options.grace_seconds)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, "=\"", value, "\" is not a number: give seconds, e.g. --", name, "=10"));
+    if (!absl::SimpleAtod(value, &(options.*flag.double_field))) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, "=\"", value,
+                                                     "\" is not a number: give one, e.g. --", name,
+                                                     "=", name == "gpu_memory_gb" ? "80" : "10"));
     }
     return absl::OkStatus();
   }
@@ -222,10 +237,17 @@ absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& a
 std::string LaunchUsage() {
   std::string out =
       "usage: launch --nstages=P --chunk_size=C --batch_size=B [flags] -- <program> [its flags]\n"
+      "   or: launch --profile_dir=DIR --gpu_memory_gb=G --batch_size=B [flags] -- <program> ...\n"
       "Starts this node's workers of a P-stage pipeline x D-replica job (Varuna's launcher).\n"
       "<program> is a Bazel label (//trainer:pretrain_gpt2) or a path. Each worker gets\n"
       "--rank --local_rank --stage_to_rank_map --chunk_size --batch-size=B/D and RANK,\n"
-      "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in its environment.\nflags:\n";
+      "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in its environment.\n"
+      "With --profile_dir and no --nstages/--chunk_size, the launcher simulates every P x D x\n"
+      "micro-batch configuration on the profile for W = --gpus_per_node x --nnodes GPUs of\n"
+      "--gpu_memory_gb each, keeps those using all W workers (P x D = W), prints the best ten and\n"
+      "launches the fastest, adding --stage-segments=<layers per stage> to every worker (the\n"
+      "profile must be of the workers' model). Giving only one of --nstages/--chunk_size with\n"
+      "--profile_dir is an error; giving both ignores the profile.\nflags:\n";
   for (const FlagSpec& flag : kFlags)
     absl::StrAppend(&out, "  --", flag.name, "  ", flag.help, "\n");
   absl::StrAppend(&out,
@@ -278,7 +300,13 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& spec,
 absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
   auto invalid = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   auto required = [&](const char* name, int value, const char* example) -> absl::Status {
-    if (value == 0) return invalid("--", name, " is required: e.g. --", name, "=", example);
+    if (value == 0) {
+      const bool chosen_by_profile = std::string(name) != "batch_size";
+      return invalid("--", name, " is required: e.g. --", name, "=", example,
+                     chosen_by_profile ? " (or omit --nstages and --chunk_size and give "
+                                         "--profile_dir to choose them)"
+                                       : "");
+    }
     if (value < 0) return invalid("--", name, "=", value, " must be at least 1");
     return absl::OkStatus();
   };
@@ -311,11 +339,21 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
   if (!(options.grace_seconds >= 0)) {
     return invalid("--grace_seconds=", options.grace_seconds, " must be 0 or more");
   }
+  if (!(options.gpu_memory_gb >= 0)) {
+    return invalid("--gpu_memory_gb=", options.gpu_memory_gb,
+                   " must be positive: the memory of one GPU in GiB, e.g. --gpu_memory_gb=80");
+  }
   if (options.command.empty()) return invalid("no worker program given after `--`");
   for (size_t i = 1; i < options.command.size(); ++i) {
     const std::string& arg = options.command[i];
     if (arg.rfind("--", 0) != 0) continue;
     const std::string name = FlagName(arg);
+    if (!options.stage_segments.empty() && FlagKey(name) == "stage_segments") {
+      return invalid("the worker flag ", arg,
+                     " conflicts with the stage boundaries the launcher chose from --profile_dir=",
+                     options.profile_dir,
+                     ": remove it, or give --nstages and --chunk_size to choose yourself");
+    }
     if (PerProcessFlags().count(FlagKey(name)) > 0) {
       return invalid("the worker flag ", arg,
                      " is set by the launcher for each process (--rank, --local_rank, "
@@ -346,6 +384,19 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
                    D, ", e.g. ", lower_text, lower + D,
                    ", or change --nstages, --gpus_per_node or --nnodes");
   }
+  if (!options.stage_segments.empty()) {
+    const std::string sizes = absl::StrJoin(options.stage_segments, ",");
+    if (static_cast<int>(options.stage_segments.size()) != P) {
+      return invalid("--stage-segments=", sizes, " gives ", options.stage_segments.size(),
+                     " stage sizes for --nstages=", P, ": give one size per stage");
+    }
+    for (int size : options.stage_segments) {
+      if (size < 1) {
+        return invalid("--stage-segments=", sizes, " has a stage of ", size,
+                       " segments: every stage needs at least 1");
+      }
+    }
+  }
   const int replica_batch = options.batch_size / D;
   if (options.chunk_size > replica_batch) {
     return invalid("--chunk_size=", options.chunk_size, " is larger than the per-replica batch ",
@@ -373,6 +424,7 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchOptions& options, const std::s
   plan.chunk_size = options.chunk_size;
   plan.micro_batches = (replica_batch + options.chunk_size - 1) / options.chunk_size;
   plan.last_micro_batch = replica_batch - (plan.micro_batches - 1) * options.chunk_size;
+  plan.stage_segments = options.stage_segments;
   plan.node_rank = options.node_rank;
   plan.nnodes = options.nnodes;
   plan.master_addr = options.master_addr;
@@ -409,6 +461,10 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchOptions& options, const std::s
     worker.argv.push_back(absl::StrCat("--stage_to_rank_map=", map_text));
     worker.argv.push_back(absl::StrCat("--chunk_size=", options.chunk_size));
     worker.argv.push_back(absl::StrCat("--batch-size=", replica_batch));
+    if (!options.stage_segments.empty()) {
+      worker.argv.push_back(
+          absl::StrCat("--stage-segments=", absl::StrJoin(options.stage_segments, ",")));
+    }
     std::map<std::string, std::string> own = common;
     own["RANK"] = std::to_string(worker.rank);
     own["LOCAL_RANK"] = std::to_string(local);
@@ -431,6 +487,10 @@ std::string LaunchPlan::Describe() const {
                   "; per step and replica ", micro_batches, " micro-batches of ", chunk_size);
   if (last_micro_batch != chunk_size)
     absl::StrAppend(&out, " (the last of ", last_micro_batch, ")");
+  if (!stage_segments.empty()) {
+    absl::StrAppend(&out, "\nsegments per stage ", absl::StrJoin(stage_segments, "+"),
+                    " (--stage-segments)");
+  }
   absl::StrAppend(&out, "\nrendezvous ", master_addr, ":", master_port, "\nprogram ", program,
                   "\n");
   for (const WorkerSpec& worker : workers) {

@@ -11,7 +11,8 @@
 // larger than gpus_per_node a pipeline spans ceil(P / gpus_per_node) consecutive nodes.
 //
 // Each worker runs `<program> <its flags unchanged> --rank=<r> --local_rank=<l>
-// --stage_to_rank_map=<map> --chunk_size=<c> --batch-size=<batch_size / D>` (appended, so
+// --stage_to_rank_map=<map> --chunk_size=<c> --batch-size=<batch_size / D>`, plus
+// `--stage-segments=<sizes>` when options.stage_segments is set (appended, so
 // `python3 train.py ...` keeps working) with the launcher's environment plus RANK, LOCAL_RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's names), and OMP_NUM_THREADS=1 when more
 // than one worker shares the node and the variable is unset (as torchrun and Varuna do).
@@ -32,8 +33,8 @@ namespace varuna {
 // The launcher's flags. Every flag accepts dashes and underscores (--chunk-size,
 // --chunk_size), as `--name=value` or `--name value`.
 struct LaunchOptions {
-  int nstages = 0;        // --nstages: pipeline stages P (required)
-  int chunk_size = 0;     // --chunk_size: micro-batch size (required)
+  int nstages = 0;        // --nstages: pipeline stages P (required unless --profile_dir)
+  int chunk_size = 0;     // --chunk_size: micro-batch size (required unless --profile_dir)
   int batch_size = 0;     // --batch_size: GLOBAL batch, all replicas together (required)
   int gpus_per_node = 1;  // --gpus_per_node (alias --ngpus_per_server): workers on each node
   int nnodes = 1;         // --nnodes (alias --nservers): nodes in the job
@@ -41,7 +42,15 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";  // --master_addr: host of rank 0's rendezvous store
   int master_port = 29500;    // --master_port: its port; 0 = a free port (only with nnodes == 1)
   double grace_seconds = 10;  // --grace_seconds: SIGTERM-to-SIGKILL delay when stopping workers
-  bool help = false;          // --help / -h was given
+  // --profile_dir: a profile (`pretrain_gpt2 --profiling`) from which, when --nstages and
+  // --chunk_size are both omitted, the launcher chooses P, the micro-batch size and the stage
+  // boundaries (launch_config.h).
+  std::string profile_dir;
+  double gpu_memory_gb = 0;  // --gpu_memory_gb: memory of one GPU in GiB (with --profile_dir)
+  // Segments per stage for every worker's --stage-segments (set from the profile's choice;
+  // no flag). Empty: the workers split evenly.
+  std::vector<int> stage_segments;
+  bool help = false;  // --help / -h was given
   // The worker command: a Bazel label (//pkg:name) or a program path, then its flags.
   std::vector<std::string> command;
 };
@@ -87,6 +96,8 @@ struct LaunchPlan {
   int chunk_size = 0;        // micro-batch size
   int micro_batches = 0;     // per step and replica: ceil(replica_batch / chunk_size)
   int last_micro_batch = 0;  // size of the last micro-batch (chunk_size unless a tail)
+  // Segments per stage, passed as --stage-segments; empty: the workers split evenly.
+  std::vector<int> stage_segments;
   int node_rank = 0;
   int nnodes = 0;
   std::string master_addr;
@@ -110,8 +121,9 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 // inherit. options.master_port must already be non-zero (the caller picks a free port for 0).
 // InvalidArgument naming the flags, their values and what to change when: a required flag is
 // missing or out of range, P does not divide W or exceeds it, batch_size is not a multiple of
-// D, chunk_size exceeds the per-replica batch, node_rank is not in [0, nnodes), or the worker
-// flags already set one of the per-process flags the launcher adds.
+// D, chunk_size exceeds the per-replica batch, node_rank is not in [0, nnodes), stage_segments
+// is set but not one size >= 1 per stage, or the worker flags already set one of the
+// per-process flags the launcher adds (--stage-segments too, when the launcher sets it).
 absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchOptions& options, const std::string& program,
                                       const std::map<std::string, std::string>& environment);
 

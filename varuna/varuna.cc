@@ -4,7 +4,9 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,6 +24,27 @@ bool IsFloatingModelDtype(c10::ScalarType dtype) {
 // Gradients are summed over replicas in buckets of at most this many fp32 elements.
 constexpr int64_t kBucketElements = 8 << 20;
 
+// The stage ranges: options.stage_segments laid end to end, or the even partition. The sizes
+// were checked by ValidateOptions.
+absl::StatusOr<std::vector<SegmentRange>> StageRanges(const VarunaOptions& options,
+                                                      int num_segments) {
+  if (options.stage_segments.empty()) {
+    return PartitionSegments(num_segments, options.stage_map.num_stages());
+  }
+  std::vector<SegmentRange> ranges;
+  int first = 0;
+  for (int size : options.stage_segments) {
+    ranges.push_back(SegmentRange{first, first + size - 1});
+    first += size;
+  }
+  return ranges;
+}
+
+// "1,1,2" for {1, 1, 2}.
+std::string SegmentsFlag(const std::vector<int>& sizes) {
+  return absl::StrCat("--stage-segments=", absl::StrJoin(sizes, ","));
+}
+
 }  // namespace
 
 absl::Status Varuna::ValidateOptions(const VarunaOptions& options, int num_segments) {
@@ -35,6 +58,29 @@ absl::Status Varuna::ValidateOptions(const VarunaOptions& options, int num_segme
         absl::StrCat("--stage_to_rank_map=\"", map.ToString(), "\" has ", map.num_stages(),
                      " pipeline stages but the model has only ", num_segments,
                      " segments (layers): use at most ", num_segments, " stages"));
+  }
+  if (!options.stage_segments.empty()) {
+    const std::vector<int>& sizes = options.stage_segments;
+    if (static_cast<int>(sizes.size()) != map.num_stages()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          SegmentsFlag(sizes), " gives ", sizes.size(), " stage sizes but --stage_to_rank_map=\"",
+          map.ToString(), "\" has ", map.num_stages(),
+          " stages: give one size per stage, or drop --stage-segments for an even split"));
+    }
+    int sum = 0;
+    for (int size : sizes) {
+      if (size < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(SegmentsFlag(sizes), " has a stage of ", size,
+                         " segments: every stage needs at least 1 segment (layer)"));
+      }
+      sum += size;
+    }
+    if (sum != num_segments) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(SegmentsFlag(sizes), " covers ", sum, " segments but the model has ",
+                       num_segments, " (layers): give stage sizes that sum to ", num_segments));
+    }
   }
   if (options.rank < 0 || options.rank >= map.world_size()) {
     return absl::InvalidArgumentError(absl::StrCat("--rank=", options.rank,
@@ -83,8 +129,7 @@ absl::StatusOr<std::unique_ptr<Varuna>> Varuna::Create(const StageBuilder& build
     if (!created.ok()) return created.status();
     groups = std::move(*created);
   }
-  absl::StatusOr<std::vector<SegmentRange>> stages =
-      PartitionSegments(num_segments, map.num_stages());
+  absl::StatusOr<std::vector<SegmentRange>> stages = StageRanges(options, num_segments);
   if (!stages.ok()) return stages.status();
   std::shared_ptr<StageModule> model = builder((*stages)[groups.position.stage]);
   model->to(options.device, options.dtype);

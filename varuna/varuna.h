@@ -12,12 +12,13 @@
 //   engine->checkpoint(save_dir, iteration, trainer_state);
 //
 // With a stage map of P stages x D replicas, every rank runs the same calls: the model's
-// segments are partitioned into P contiguous stages (partition.h) and each rank builds only its
-// own; a step runs the stage's schedule (schedule.h, pipeline.h), sums the gradients of shared
-// weights between the first and last stage of each replica, sums gradients over the replicas
-// of each stage, and agrees on overflow, gradient norm and loss in one all-reduce over all
-// ranks. Every replica gets its own options.batch_size examples; the micro-batch weights are
-// normalised over the whole global batch, so the result equals one process running it all.
+// segments are partitioned into P contiguous stages (partition.h, or options.stage_segments)
+// and each rank builds only its own; a step runs the stage's schedule (schedule.h, pipeline.h),
+// sums the gradients of shared weights between the first and last stage of each replica, sums
+// gradients over the replicas of each stage, and agrees on overflow, gradient norm and loss in one
+// all-reduce over all ranks. Every replica gets its own options.batch_size examples; the
+// micro-batch weights are normalised over the whole global batch, so the result equals one process
+// running it all.
 //
 // step() returns what one process running the whole batch at once would compute: the loss is
 // the mean of the micro-batch losses weighted by StageModule::LossWeight (their number of
@@ -70,6 +71,11 @@ struct VarunaOptions {
   double clip_grad = 0;
   // The pipeline schedule (Varuna's by default).
   ScheduleKind schedule = ScheduleKind::kVaruna;
+  // Segments per stage, in stage order (the trainer's --stage-segments, e.g. {1, 1, 2}): stage
+  // s runs the next stage_segments[s] segments. Empty: the even partition (partition.h). When
+  // set it must have one entry per stage of stage_map, each >= 1, summing to the model's
+  // segment count (auto_config.h's uneven, profile-balanced cuts).
+  std::vector<int> stage_segments;
   // The job's processes; required when the stage map has more than one rank, and then
   // world->rank() must equal `rank`. Not owned; must outlive the engine.
   comm::World* world = nullptr;

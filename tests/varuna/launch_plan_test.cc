@@ -286,6 +286,69 @@ TEST(PlanLaunchTest, WorkerFlagsMustNotSetPerProcessFlags) {
   EXPECT_TRUE(PlanLaunch(options, "/w", {}).ok());
 }
 
+TEST(PlanLaunchTest, ChosenStageSegmentsGoToEveryWorker) {
+  LaunchOptions options = Options(3, 3, 6, 2);
+  options.stage_segments = {1, 2, 1};
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch(options, "/w", {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->stage_segments, ElementsAre(1, 2, 1));
+  ASSERT_EQ(plan->workers.size(), 3u);
+  for (const WorkerSpec& worker : plan->workers) {
+    EXPECT_EQ(worker.argv.back(), "--stage-segments=1,2,1");
+    EXPECT_THAT(worker.argv, Contains("--chunk_size=2"));
+    EXPECT_THAT(worker.argv, Contains("--batch-size=6"));
+  }
+  EXPECT_THAT(plan->Describe(), HasSubstr("segments per stage 1+2+1 (--stage-segments)"));
+  // Without chosen segments the workers get no --stage-segments, and may set their own.
+  options.stage_segments.clear();
+  options.command.push_back("--stage-segments=2,1,1");
+  plan = PlanLaunch(options, "/w", {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->workers[0].argv.back(), "--batch-size=6");
+  EXPECT_THAT(plan->workers[0].argv, Contains("--stage-segments=2,1,1"));
+  EXPECT_THAT(plan->Describe(), Not(HasSubstr("segments per stage")));
+}
+
+TEST(PlanLaunchTest, ChosenStageSegmentsMustFitTheStages) {
+  LaunchOptions options = Options(2, 2, 8, 2);
+  options.stage_segments = {1, 1, 2};
+  EXPECT_THAT(PlanError(options),
+              HasSubstr("--stage-segments=1,1,2 gives 3 stage sizes for --nstages=2: give one "
+                        "size per stage"));
+  options.stage_segments = {3, 0};
+  EXPECT_THAT(PlanError(options),
+              HasSubstr("--stage-segments=3,0 has a stage of 0 segments: every stage needs at "
+                        "least 1"));
+  options.stage_segments = {3, 1};
+  options.profile_dir = "prof";
+  options.command.push_back("--stage_segments=2,2");
+  EXPECT_THAT(PlanError(options),
+              AllOf(HasSubstr("the worker flag --stage_segments=2,2 conflicts with the stage "
+                              "boundaries the launcher chose from --profile_dir=prof"),
+                    HasSubstr("remove it")));
+}
+
+TEST(ParseLaunchFlagsTest, ProfileFlags) {
+  absl::StatusOr<LaunchOptions> options = ParseLaunchFlags(
+      {"--profile-dir", "runs/prof", "--gpu_memory_gb=79.5", "--batch_size=32", "--", "w"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->profile_dir, "runs/prof");
+  EXPECT_DOUBLE_EQ(options->gpu_memory_gb, 79.5);
+  EXPECT_EQ(options->nstages, 0);
+  EXPECT_EQ(options->chunk_size, 0);
+  EXPECT_TRUE(options->stage_segments.empty());
+  EXPECT_THAT(ParseError({"--gpu_memory_gb=lots", "--", "w"}),
+              HasSubstr("--gpu_memory_gb=\"lots\" is not a number: give one, e.g. "
+                        "--gpu_memory_gb=80"));
+  EXPECT_THAT(ParseError({"--profile_dir"}), HasSubstr("--profile_dir needs a value"));
+  EXPECT_THAT(LaunchUsage(), AllOf(HasSubstr("--profile_dir"), HasSubstr("--gpu_memory_gb"),
+                                   HasSubstr("--stage-segments")));
+  LaunchOptions bad = Options(1, 1, 8, 2);
+  bad.gpu_memory_gb = -1;
+  EXPECT_THAT(PlanError(bad), HasSubstr("--gpu_memory_gb=-1 must be positive"));
+  EXPECT_THAT(PlanError(Options(0, 2, 8, 2)), HasSubstr("give --profile_dir to choose them"));
+}
+
 // ---- Program resolution.
 
 class ResolveProgramTest : public ::testing::Test {

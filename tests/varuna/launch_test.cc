@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tests/util/subprocess.h"
+#include "varuna/profile.h"
 
 namespace varuna {
 namespace {
@@ -98,6 +99,63 @@ TEST_F(LaunchTest, AllWorkersSucceedWithPrefixedOutputArgumentsAndEnvironment) {
             HasSubstr("[rank 1] no-newline-at-end\n"),
             HasSubstr("[launch] rank 0 exited with code 0"),
             HasSubstr("[launch] rank 1 exited with code 0")));
+}
+
+// Four segments measured at micro-batch 2, the last three times as slow; all-reduces cost 1 s,
+// so two workers run a 2-stage pipeline cut 3+1.
+Profile HeadHeavyProfile() {
+  Profile profile;
+  profile.model = "{}";
+  profile.device = "cpu";
+  profile.dtype = "float32";
+  profile.num_segments = 4;
+  profile.statics.assign(4, SegmentStatic{1000, 1 << 20});
+  profile.compute.resize(4);
+  for (int k = 0; k < 4; ++k) {
+    SegmentMeasurement m;
+    m.forward_ms = m.recompute_ms = k == 3 ? 9 : 3;
+    m.backward_ms = 2 * m.forward_ms;
+    m.activation_memory_bytes = 2 << 20;
+    m.output_bytes = k < 3 ? 2048 : 0;
+    m.stash_bytes = 2048;
+    profile.compute[k][2] = m;
+  }
+  profile.send_within_node.points = {{1, 0.01}, {1 << 30, 0.01}};
+  profile.send_across_nodes = profile.send_within_node;
+  profile.allreduce[2].points = {{1, 1000}, {1 << 30, 1000}};
+  return profile;
+}
+
+TEST_F(LaunchTest, ConfigurationFromAProfile) {
+  const std::string dir = ::testing::TempDir() + "/launch_profile_user";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteProfile(HeadHeavyProfile(), dir + "/prof").ok());
+  // A relative --profile_dir follows the user's directory (BUILD_WORKING_DIRECTORY).
+  const Process launcher = Start({"--profile_dir=prof", "--gpu_memory_gb=16", "--batch_size=8",
+                                  "--gpus_per_node=2", "--master_port=0"},
+                                 {"--sleep_ms=0"}, {{"BUILD_WORKING_DIRECTORY", dir}});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  EXPECT_THAT(exit.output, AllOf(HasSubstr("[launch] auto-configuration from " + dir + "/prof"),
+                                 HasSubstr("[launch] chosen: P=2 x D=1, micro-batch 2"),
+                                 HasSubstr("[launch] segments per stage 3+1 (--stage-segments)"),
+                                 HasSubstr("[rank 1] args --sleep_ms=0 --rank=1 --local_rank=1 "
+                                           "--stage_to_rank_map=0;1; --chunk_size=2 --batch-size=8 "
+                                           "--stage-segments=3,1\n")));
+}
+
+TEST_F(LaunchTest, ProfileErrorsStopBeforeAnyWorker) {
+  const std::string missing = ::testing::TempDir() + "/launch_no_profile";
+  const Process launcher = Start(
+      {"--profile_dir=" + missing, "--gpu_memory_gb=16", "--batch_size=8", "--gpus_per_node=2"},
+      {"--sleep_ms=0"});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 2) << exit.output;
+  EXPECT_THAT(exit.output, AllOf(HasSubstr("[launch] error: --profile_dir=" + missing),
+                                 HasSubstr("pretrain_gpt2 --profiling"), Not(HasSubstr("[rank"))));
+  const Process partial =
+      Start({"--profile_dir=" + missing, "--nstages=2", "--batch_size=8"}, {"--sleep_ms=0"});
+  EXPECT_THAT(Wait(partial).output, HasSubstr("with only --nstages"));
 }
 
 TEST_F(LaunchTest, FreePortWhenMasterPortIsZero) {

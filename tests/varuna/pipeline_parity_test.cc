@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/config.h"
@@ -91,6 +92,9 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   const int die_step = std::stoi(args.at("die_step"));
   const int stop_step = std::stoi(args.at("stop_step"));
   const bool learnable = args.at("learnable") == "1";
+  for (absl::string_view size : absl::StrSplit(args.at("stage_segments"), ',', absl::SkipEmpty())) {
+    options.stage_segments.push_back(std::stoi(std::string(size)));
+  }
   auto joined =
       testing::JoinLocalJob(rank, P * D, std::stoi(args.at("port")), std::chrono::seconds(60));
   if (!joined.ok()) {
@@ -115,6 +119,8 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   std::ofstream losses(out + "/losses_" + std::to_string(rank) + ".txt");
   std::ofstream trace(out + "/trace_" + std::to_string(rank) + ".txt");
   std::ofstream stops(out + "/stops_" + std::to_string(rank) + ".txt");
+  std::ofstream(out + "/segments_" + std::to_string(rank) + ".txt")
+      << v.segments().first << " " << v.segments().last << "\n";
   at::Tensor first_param = v.parameters()[0].tensor;
   for (int step = 0; step < steps; ++step) {
     // Fault injection in the middle of the backward pass of this rank.
@@ -185,6 +191,7 @@ struct Options {
   int poison_step = -1, poison_rank = -1;
   int die_step = -1, die_rank = -1;
   int stop_step = -1, stop_rank = -1;
+  std::string stage_segments;  // e.g. "1,1,2"; empty: the even partition
 };
 
 struct RunResult {
@@ -195,7 +202,8 @@ struct RunResult {
   std::map<std::string, at::Tensor> params;  // final, over the stages of replica 0
   std::vector<double> evals;                 // one per rank
   std::vector<std::vector<double>> all_losses;
-  std::vector<std::vector<double>> stops;  // per rank: 1 where the step reported stop
+  std::vector<std::vector<double>> stops;     // per rank: 1 where the step reported stop
+  std::vector<std::vector<double>> segments;  // per rank: first and last segment of its stage
 };
 
 std::vector<double> ReadNumbers(const std::string& path) {
@@ -227,7 +235,8 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
                                     "--die_step=" + std::to_string(o.die_step),
                                     "--die_rank=" + std::to_string(o.die_rank),
                                     "--stop_step=" + std::to_string(o.stop_step),
-                                    "--stop_rank=" + std::to_string(o.stop_rank)};
+                                    "--stop_rank=" + std::to_string(o.stop_rank),
+                                    "--stage_segments=" + o.stage_segments};
   });
   RunResult result;
   result.exits = testing::WaitAll(processes, std::chrono::seconds(120));
@@ -240,6 +249,7 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
     result.all_losses.push_back(ReadNumbers(out + "/losses_" + std::to_string(rank) + ".txt"));
     result.traces.push_back(ReadNumbers(out + "/trace_" + std::to_string(rank) + ".txt"));
     result.stops.push_back(ReadNumbers(out + "/stops_" + std::to_string(rank) + ".txt"));
+    result.segments.push_back(ReadNumbers(out + "/segments_" + std::to_string(rank) + ".txt"));
     const std::vector<double> eval = ReadNumbers(out + "/eval_" + std::to_string(rank) + ".txt");
     result.evals.push_back(eval.empty() ? NAN : eval[0]);
     if (map.Position(rank).replica != 0) continue;
@@ -295,6 +305,15 @@ TEST_F(PipelineParityTest, FourStages) {
 }
 TEST_F(PipelineParityTest, ThreeUnevenStages) {
   ExpectSameRun(*reference_, RunLayout(3, 1, kSteps), "3x1 (segments 2+1+1)");
+}
+// Explicit uneven boundaries (VarunaOptions::stage_segments), the heavier stage last this time.
+TEST_F(PipelineParityTest, ThreeStagesWithChosenSegments) {
+  Options o;
+  o.stage_segments = "1,1,2";
+  const RunResult run = RunLayout(3, 1, kSteps, o);
+  EXPECT_EQ(run.segments,
+            (std::vector<std::vector<double>>{{0, 0}, {1, 1}, {2, 3}}));  // The split was used.
+  ExpectSameRun(*reference_, run, "3x1 (segments 1+1+2)");
 }
 TEST_F(PipelineParityTest, OtherSchedules) {
   ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, Options{"gpipe"}), "2x1 gpipe");

@@ -358,5 +358,42 @@ TEST_F(VarunaTest, RefusesBadInputsAndLayouts) {
   EXPECT_EQ((*fresh)->step(Batch(1, 0)).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(VarunaTest, StageSegmentsMustFitTheMapAndTheModel) {
+  VarunaOptions options;
+  options.stage_map = *StageMap::Parse("0;1;");
+  options.stage_segments = {1, 1};
+  EXPECT_TRUE(Varuna::ValidateOptions(options, 2).ok());
+  options.stage_segments = {3, 1};
+  EXPECT_TRUE(Varuna::ValidateOptions(options, 4).ok());
+
+  auto error = [&](std::vector<int> sizes, int segments) {
+    options.stage_segments = std::move(sizes);
+    absl::Status status = Varuna::ValidateOptions(options, segments);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    return std::string(status.message());
+  };
+  EXPECT_THAT(
+      error({1, 1, 1}, 3),
+      HasSubstr("--stage-segments=1,1,1 gives 3 stage sizes but --stage_to_rank_map=\"0;1;\" "
+                "has 2 stages: give one size per stage"));
+  EXPECT_THAT(error({2, 0}, 2),
+              HasSubstr("--stage-segments=2,0 has a stage of 0 segments: every stage needs at "
+                        "least 1"));
+  EXPECT_THAT(error({-1, 3}, 2), HasSubstr("has a stage of -1 segments"));
+  EXPECT_THAT(error({1, 2}, 2),
+              HasSubstr("--stage-segments=1,2 covers 3 segments but the model has 2 (layers): "
+                        "give stage sizes that sum to 2"));
+
+  // One stage given explicitly runs every segment.
+  VarunaOptions one;
+  one.stage_segments = {2};
+  auto engine = Varuna::Create(Builder(), 2, one);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->segments(), (SegmentRange{0, 1}));
+  one.stage_segments = {1};
+  EXPECT_THAT(std::string(Varuna::Create(Builder(), 2, one).status().message()),
+              HasSubstr("--stage-segments=1 covers 1 segments but the model has 2"));
+}
+
 }  // namespace
 }  // namespace varuna
