@@ -12,6 +12,7 @@
 #include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -232,21 +233,69 @@ absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
   return Vocabulary{a.sample_run ? kSampleVocabSize : 50257, -1};
 }
 
+// Joins the job of `world_size` processes started by //varuna:launch (or by hand with RANK,
+// WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArguments& a,
+                                                               const varuna::VarunaOptions& engine,
+                                                               int world_size) {
+  varuna::comm::WorldOptions options;
+  options.rank = engine.rank;
+  options.world_size = world_size;
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr) {
+    options.master_addr = addr;
+  }
+  if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port) {
+    if (!absl::SimpleAtoi(port, &options.master_port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the environment variable MASTER_PORT=\"", port, "\" is not a port"));
+    }
+  }
+  options.backend = varuna::comm::Backend::kGloo;  // The world group agrees on CPU values.
+  options.timeout = std::chrono::minutes(a.distributed_timeout_minutes);
+  options.cuda_device = engine.device.is_cuda() ? engine.device.index() : 0;
+  return varuna::comm::World::Join(options);
+}
+
 // --profiling: measures the model's segments into the profile directory instead of training.
 absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& config,
                          const varuna::VarunaOptions& engine) {
-  if (const int processes = engine.stage_map.world_size(); processes > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--profiling runs in a single process for now, but this job has ", processes,
-        " processes (WORLD_SIZE or --stage_to_rank_map): run the trainer alone with --profiling, "
-        "without //varuna:launch or --stage_to_rank_map"));
+  // Launched (WORLD_SIZE > 1): every rank profiles its share; the stage map plays no part.
+  int world_size = 1;
+  if (const char* text = std::getenv("WORLD_SIZE"); text != nullptr && *text) {
+    if (!absl::SimpleAtoi(text, &world_size) || world_size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("the environment variable WORLD_SIZE=\"", text,
+                                                     "\" is not a number of processes"));
+    }
+  }
+  int gpus_per_node = 0;  // 0: LOCAL_WORLD_SIZE is not set
+  if (const char* text = std::getenv("LOCAL_WORLD_SIZE"); text != nullptr && *text) {
+    if (!absl::SimpleAtoi(text, &gpus_per_node) || gpus_per_node < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the environment variable LOCAL_WORLD_SIZE=\"", text,
+                       "\" is not a number of processes per node: set it to the processes each "
+                       "node runs (//varuna:launch sets it to --gpus_per_node)"));
+    }
   }
   if (engine.device.is_cuda()) at::accelerator::setDeviceIndex(engine.device.index());
   // The sample run's default metrics file is for training; profiling writes one only if asked.
-  const std::string metrics =
-      a.sample_run && !a.WasGiven("metrics-file") ? "" : ResolveUserPath(a.metrics_file);
-  absl::StatusOr<std::unique_ptr<TrainingLog>> log = TrainingLog::Open(stdout, metrics);
+  const bool rank0 = engine.rank == 0;
+  const std::string metrics = !rank0 || (a.sample_run && !a.WasGiven("metrics-file"))
+                                  ? ""
+                                  : ResolveUserPath(a.metrics_file);
+  absl::StatusOr<std::unique_ptr<TrainingLog>> log =
+      TrainingLog::Open(rank0 ? stdout : nullptr, metrics);
   if (!log.ok()) return log.status();
+  std::unique_ptr<varuna::comm::World> world;
+  if (world_size > 1) {
+    absl::StatusOr<std::unique_ptr<varuna::comm::World>> joined = JoinWorld(a, engine, world_size);
+    if (!joined.ok()) return joined.status();
+    world = std::move(*joined);
+    if (gpus_per_node == 0) {
+      (*log)->Info(
+          "> LOCAL_WORLD_SIZE is not set: every process counts as a node of its own for the "
+          "communication curves");
+    }
+  }
   AttentionShape attention_shape;
   attention_shape.micro_batch = a.profile_micro_batch_sizes.back();
   attention_shape.heads = config.num_attention_heads;
@@ -264,6 +313,8 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
   options.dtype = engine.dtype;
   options.seed = static_cast<uint64_t>(a.seed);
   options.execution.attention = attention->backend;
+  options.world = world.get();
+  options.gpus_per_node = std::max(gpus_per_node, 1);
   at::manual_seed(a.seed);
   return RunProfiling(config, options, **log);
 }
@@ -345,23 +396,8 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   }
   std::unique_ptr<varuna::comm::World> world;
   if (world_size > 1) {
-    varuna::comm::WorldOptions options;
-    options.rank = engine_options.rank;
-    options.world_size = world_size;
-    if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr) {
-      options.master_addr = addr;
-    }
-    if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port) {
-      if (!absl::SimpleAtoi(port, &options.master_port)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the environment variable MASTER_PORT=\"", port, "\" is not a port"));
-      }
-    }
-    options.backend = varuna::comm::Backend::kGloo;  // The world group agrees on CPU values.
-    options.timeout = std::chrono::minutes(a.distributed_timeout_minutes);
-    options.cuda_device = engine_options.device.is_cuda() ? engine_options.device.index() : 0;
     absl::StatusOr<std::unique_ptr<varuna::comm::World>> joined =
-        varuna::comm::World::Join(options);
+        JoinWorld(a, engine_options, world_size);
     if (!joined.ok()) return joined.status();
     world = std::move(*joined);
     engine_options.world = world.get();

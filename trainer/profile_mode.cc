@@ -2,15 +2,20 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/ScalarType.h>
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "trainer/hf_config.h"
+#include "varuna/comm/world.h"
+#include "varuna/comm_profiler.h"
 #include "varuna/json.h"
 #include "varuna/profile.h"
 #include "varuna/profiler.h"
@@ -34,6 +39,154 @@ std::string ModelDifferences(const std::string& saved_text, const varuna::json::
   return absl::StrJoin(differences, "; ");
 }
 
+// The profile in options.dir if it is one of this model, device and dtype; nullopt if there is
+// none; FailedPrecondition naming the difference for another one.
+absl::StatusOr<std::optional<varuna::Profile>> ReadExisting(const ProfileModeOptions& options,
+                                                            const varuna::json::Value& model_json,
+                                                            const std::string& model,
+                                                            const std::string& dtype) {
+  absl::StatusOr<varuna::Profile> read = varuna::ReadProfile(options.dir);
+  if (absl::IsNotFound(read.status())) return std::optional<varuna::Profile>();
+  if (!read.ok()) return read.status();
+  std::string difference;
+  if (read->model != model) {
+    difference = ModelDifferences(read->model, model_json);
+    if (difference.empty()) difference = "the model configuration";
+  } else if (read->device != options.device_name) {
+    difference = absl::StrCat("device: profile ", read->device, ", now ", options.device_name);
+  } else if (read->dtype != dtype) {
+    difference = absl::StrCat("dtype: profile ", read->dtype, ", now ", dtype);
+  }
+  if (!difference.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the profile in ", options.dir, " is of another model or device (", difference,
+                     "): use another --profile-dir, or the flags that profile was made with"));
+  }
+  return std::optional<varuna::Profile>(*std::move(read));
+}
+
+// A profile of this model with no measurements.
+varuna::Profile EmptyProfile(const std::string& model, const std::string& device,
+                             const std::string& dtype, int num_segments) {
+  varuna::Profile profile;
+  profile.model = model;
+  profile.device = device;
+  profile.dtype = dtype;
+  profile.num_segments = num_segments;
+  profile.statics.resize(static_cast<size_t>(num_segments));
+  profile.compute.resize(static_cast<size_t>(num_segments));
+  return profile;
+}
+
+// The segments that lack at least one of `sizes` in `existing` (all of them without it).
+std::vector<int> MissingSegments(const varuna::Profile* existing, int num_segments,
+                                 const std::vector<int>& sizes) {
+  std::vector<int> missing;
+  for (int k = 0; k < num_segments; ++k) {
+    for (int b : sizes) {
+      if (existing == nullptr || existing->compute[static_cast<size_t>(k)].count(b) == 0) {
+        missing.push_back(k);
+        break;
+      }
+    }
+  }
+  return missing;
+}
+
+std::string RankDir(const std::string& dir, int rank) { return absl::StrCat(dir, "/.rank_", rank); }
+
+// Removes a directory tree when it goes out of scope (a rank's private measurements).
+class RemoveOnExit {
+ public:
+  explicit RemoveOnExit(std::string path) : path_(std::move(path)) {}
+  ~RemoveOnExit() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+
+ private:
+  std::string path_;
+};
+
+// Collective over `world`: OK when `local` is OK on every rank; otherwise, on every rank, the
+// error of the lowest failing rank (its message through the rendezvous store, prefixed
+// "rank r: "), or the world group's error when the ranks cannot even agree (a dead rank).
+absl::Status AgreeOnStatus(varuna::comm::World& world, const std::string& step,
+                           const absl::Status& local) {
+  const std::string key = absl::StrCat("profiling/", step, "/");
+  if (!local.ok()) {
+    const std::string message(local.message());
+    try {
+      world.store().set(key + std::to_string(world.rank()),
+                        std::vector<uint8_t>(message.begin(), message.end()));
+    } catch (const std::exception&) {
+      // The others then name only the failing rank.
+    }
+  }
+  at::Tensor codes = at::zeros({world.size()}, at::kInt);
+  codes[world.rank()] = static_cast<int>(local.code());
+  if (absl::Status status = world.group().AllReduceSum(codes); !status.ok()) {
+    return local.ok() ? status : local;
+  }
+  for (int r = 0; r < world.size(); ++r) {
+    const int code = codes[r].item<int>();
+    if (code == 0) continue;
+    if (r == world.rank()) return local;
+    std::string message = "(its message could not be read from the rendezvous store)";
+    try {
+      const std::string failed = key + std::to_string(r);
+      if (world.store().check({failed})) {
+        const std::vector<uint8_t> bytes = world.store().get(failed);
+        message.assign(bytes.begin(), bytes.end());
+      }
+    } catch (const std::exception&) {
+    }
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        absl::StrCat("rank ", r, ": ", message));
+  }
+  return absl::OkStatus();
+}
+
+// Rank 0 of a launched run: merges every rank's measurements (<dir>/.rank_<r>) and `comm` into
+// `result`, writes it to `dir` and removes every .rank_* directory there.
+absl::Status MergeRanks(const std::string& dir, int world_size, const varuna::CommProfile& comm,
+                        varuna::Profile& result) {
+  for (int r = 0; r < world_size; ++r) {
+    absl::StatusOr<varuna::Profile> part = varuna::ReadProfile(RankDir(dir, r));
+    if (!part.ok()) {
+      return absl::Status(
+          part.status().code(),
+          absl::StrCat("rank 0 cannot read rank ", r, "'s measurements (", part.status().message(),
+                       "): when the ranks span nodes, --profile-dir must be a "
+                       "shared directory every rank sees"));
+    }
+    if (absl::Status status = varuna::MergeProfile(*part, result); !status.ok()) return status;
+  }
+  varuna::MergeIntoProfile(comm, result);
+  if (absl::Status status = varuna::WriteProfile(result, dir); !status.ok()) return status;
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
+    if (entry.path().filename().string().rfind(".rank_", 0) == 0) {
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// "2 sizes within a node, none across nodes, all-reduce rings 2..4".
+std::string DescribeCurves(const varuna::Profile& profile) {
+  auto sizes = [](const varuna::CostCurve& curve) {
+    return curve.points.empty() ? std::string("none") : absl::StrCat(curve.points.size(), " sizes");
+  };
+  std::string rings = "none";
+  if (!profile.allreduce.empty()) {
+    rings = absl::StrCat(profile.allreduce.begin()->first, "..", profile.allreduce.rbegin()->first);
+  }
+  return absl::StrCat("sends within a node: ", sizes(profile.send_within_node),
+                      ", across nodes: ", sizes(profile.send_across_nodes),
+                      ", all-reduce rings: ", rings);
+}
+
 }  // namespace
 
 absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptions& options,
@@ -42,71 +195,114 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
   const varuna::json::Value model_json = ModelConfigJson(config);
   const std::string model = varuna::json::Serialize(model_json);
   const std::string dtype = varuna::ProfileDtypeName(options.dtype);
-
-  std::optional<varuna::Profile> existing;
-  absl::StatusOr<varuna::Profile> read = varuna::ReadProfile(options.dir);
-  if (read.ok()) {
-    std::string difference;
-    if (read->model != model) {
-      difference = ModelDifferences(read->model, model_json);
-      if (difference.empty()) difference = "the model configuration";
-    } else if (read->device != options.device_name) {
-      difference = absl::StrCat("device: profile ", read->device, ", now ", options.device_name);
-    } else if (read->dtype != dtype) {
-      difference = absl::StrCat("dtype: profile ", read->dtype, ", now ", dtype);
-    }
-    if (!difference.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the profile in ", options.dir, " is of another model or device (", difference,
-          "): use another --profile-dir, or the flags that profile was made with"));
-    }
-    existing = *std::move(read);
-    log.Info(absl::StrCat("> profiling: extending the profile in ", options.dir));
-  } else if (!absl::IsNotFound(read.status())) {
-    return read.status();
-  }
-
-  varuna::ProfilerOptions profiler;
-  profiler.micro_batch_sizes = options.micro_batch_sizes;
-  profiler.device = options.device;
-  profiler.dtype = options.dtype;
-  profiler.progress = [&log](const std::string& line) { log.Info(line); };
-  const int64_t seq = config.seq_length;
-  const int64_t vocab = config.vocab_size;
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
-  varuna::InputMaker inputs = [seq, vocab, &generator](int b) {
-    varuna::TensorMap map;
-    map["input_ids"] = at::randint(vocab, {b, seq}, generator, at::kLong);
-    map["position_ids"] = at::arange(seq, at::kLong).unsqueeze(0).repeat({b, 1});
-    map["labels"] = at::randint(vocab, {b, seq}, generator, at::kLong);
-    map["loss_mask"] = at::ones({b, seq}, at::kFloat);
-    return map;
+  varuna::comm::World* world = options.world;
+  const int world_size = world ? world->size() : 1;
+  const int rank = world ? world->rank() : 0;
+  auto agree = [world](const std::string& step, const absl::Status& local) {
+    return world ? AgreeOnStatus(*world, step, local) : local;
   };
-  log.Info(absl::StrFormat("> profiling %d segments at micro-batch sizes %s on %s (%s)",
-                           config.num_layers, absl::StrJoin(options.micro_batch_sizes, ","),
-                           options.device_name, dtype));
-  absl::StatusOr<varuna::Profile> measured =
-      varuna::ProfileSegments(gpt2::Gpt2StageBuilder(config, options.seed, options.execution),
-                              config.num_layers, inputs, profiler, existing ? &*existing : nullptr);
-  if (!measured.ok()) return measured.status();
-  measured->model = model;
-  measured->device = options.device_name;
 
-  varuna::Profile result = *measured;
-  if (existing) {
-    result = *std::move(existing);
+  absl::StatusOr<std::optional<varuna::Profile>> existing =
+      ReadExisting(options, model_json, model, dtype);
+  if (absl::Status status = agree("read", existing.status()); !status.ok()) return status;
+  const varuna::Profile* base = existing->has_value() ? &**existing : nullptr;
+  if (base) log.Info(absl::StrCat("> profiling: extending the profile in ", options.dir));
+
+  // The segments the profile lacks, the i-th of them measured by rank i mod world_size.
+  const std::vector<int> missing =
+      MissingSegments(base, config.num_layers, options.micro_batch_sizes);
+  std::vector<int> mine;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (static_cast<int>(i % static_cast<size_t>(world_size)) == rank) mine.push_back(missing[i]);
+  }
+  log.Info(absl::StrFormat(
+      "> profiling %d of %d segments at micro-batch sizes %s on %s (%s)%s", missing.size(),
+      config.num_layers, absl::StrJoin(options.micro_batch_sizes, ","), options.device_name, dtype,
+      world ? absl::StrFormat(", shared among %d processes (rank 0 measures %d)", world_size,
+                              mine.size())
+            : ""));
+  absl::StatusOr<varuna::Profile> measured =
+      EmptyProfile(model, options.device_name, dtype, config.num_layers);
+  if (!mine.empty()) {
+    varuna::ProfilerOptions profiler;
+    profiler.micro_batch_sizes = options.micro_batch_sizes;
+    profiler.device = options.device;
+    profiler.dtype = options.dtype;
+    profiler.segments = mine;
+    profiler.progress = [&log](const std::string& line) { log.Info(line); };
+    const int64_t seq = config.seq_length;
+    const int64_t vocab = config.vocab_size;
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+    varuna::InputMaker inputs = [seq, vocab, &generator](int b) {
+      varuna::TensorMap map;
+      map["input_ids"] = at::randint(vocab, {b, seq}, generator, at::kLong);
+      map["position_ids"] = at::arange(seq, at::kLong).unsqueeze(0).repeat({b, 1});
+      map["labels"] = at::randint(vocab, {b, seq}, generator, at::kLong);
+      map["loss_mask"] = at::ones({b, seq}, at::kFloat);
+      return map;
+    };
+    measured =
+        varuna::ProfileSegments(gpt2::Gpt2StageBuilder(config, options.seed, options.execution),
+                                config.num_layers, inputs, profiler, base);
+    if (measured.ok()) {
+      measured->model = model;
+      measured->device = options.device_name;
+    }
+  }
+  varuna::Profile result =
+      base ? **existing : EmptyProfile(model, options.device_name, dtype, config.num_layers);
+
+  if (world == nullptr) {
+    if (!measured.ok()) return measured.status();
     if (absl::Status status = varuna::MergeProfile(*measured, result); !status.ok()) {
       return status;
     }
-  }
-  if (absl::Status status = varuna::WriteProfile(result, options.dir); !status.ok()) {
-    return status;
+    if (absl::Status status = varuna::WriteProfile(result, options.dir); !status.ok()) {
+      return status;
+    }
+  } else {
+    // Each rank's measurements go through the file system to rank 0.
+    const std::string own = RankDir(options.dir, rank);
+    RemoveOnExit remove_own(own);
+    absl::Status local = measured.status();
+    if (local.ok()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(own, ignored);  // a failed earlier run's
+      local = varuna::WriteProfile(*measured, own);
+    }
+    if (absl::Status status = agree("segments", local); !status.ok()) return status;
+
+    varuna::CommProfileOptions comm_options;
+    for (int b : options.micro_batch_sizes) {
+      comm_options.message_bytes.push_back(static_cast<int64_t>(b) * config.seq_length *
+                                           config.hidden_size *
+                                           static_cast<int64_t>(c10::elementSize(options.dtype)));
+    }
+    comm_options.gpus_per_node = options.gpus_per_node;
+    comm_options.device = options.device;
+    log.Info(absl::StrFormat(
+        "> measuring communication over %d processes (%d per node) at %s bytes", world_size,
+        options.gpus_per_node, absl::StrJoin(comm_options.message_bytes, ",")));
+    absl::StatusOr<varuna::CommProfile> comm = varuna::MeasureCommunication(*world, comm_options);
+    if (absl::Status status = agree("communication", comm.status()); !status.ok()) return status;
+    absl::Status merged =
+        rank == 0 ? MergeRanks(options.dir, world_size, *comm, result) : absl::OkStatus();
+    // Also the barrier that keeps every rank until the profile exists.
+    if (absl::Status status = agree("merge", merged); !status.ok()) return status;
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log.Info(absl::StrFormat(
       "> profile written to %s in %.1f s (micro-batch sizes measured on every segment: %s)",
       options.dir, seconds, absl::StrJoin(result.CommonMicroBatchSizes(), ",")));
+  if (result.send_within_node.points.empty() && result.send_across_nodes.points.empty() &&
+      result.allreduce.empty()) {
+    log.Info(
+        "> the profile has no communication curves: a launched run measures them "
+        "(//varuna:launch --nstages=1 --gpus_per_node=<n> ... -- pretrain_gpt2 --profiling ...)");
+  } else {
+    log.Info(absl::StrCat("> communication curves: ", DescribeCurves(result)));
+  }
   return absl::OkStatus();
 }
 

@@ -7,9 +7,24 @@
 // are measured, then merged and written back. A profile of another model, device or dtype is
 // refused with the difference named (nothing is written). Inputs are random tokens of the
 // model's vocabulary with position ids, labels and a full loss mask: profiling needs no data.
-// Single process only; communication costs are not measured here.
 //
-// Thread safety: runs on the calling thread and uses the device exclusively.
+// One process (options.world null): every missing segment is measured here and the profile gets
+// no communication curves (those it already has are kept; the log says how to measure them).
+//
+// A launched job (options.world set, every rank calls RunProfiling with the same options): the
+// segments the profile lacks are shared round-robin (the i-th missing segment goes to rank
+// i mod world size); each rank writes what it measured into <dir>/.rank_<r>; then all ranks
+// measure the communication curves (varuna/comm_profiler.h) with the activation bytes that
+// cross a cut at each micro-batch size (b * seq_length * hidden_size * element size) as message
+// sizes; then rank 0 merges the ranks' segments and the curves into the profile, writes it and
+// removes the .rank_* directories. --profile-dir must therefore be a directory every rank sees
+// (a shared file system when the ranks span nodes). After each of these steps the ranks agree
+// on the outcome over the world group: a rank's error makes every rank return it (prefixed
+// "rank r: "), and a rank that dies makes the others fail within the world's timeout. Every
+// rank returns only after the profile is written (or the job failed).
+//
+// Thread safety: runs on the calling thread and uses the device exclusively; with a world, it
+// is a collective over it (see comm_profiler.h: no other traffic meanwhile).
 #ifndef VARUNA_TRAINER_PROFILE_MODE_H_
 #define VARUNA_TRAINER_PROFILE_MODE_H_
 
@@ -24,6 +39,10 @@
 #include "models/gpt2/model.h"
 #include "trainer/training_log.h"
 
+namespace varuna::comm {
+class World;
+}  // namespace varuna::comm
+
 namespace trainer {
 
 struct ProfileModeOptions {
@@ -34,12 +53,17 @@ struct ProfileModeOptions {
   at::ScalarType dtype = at::kFloat;
   uint64_t seed = 1234;  // Weights and the random tokens.
   gpt2::Gpt2ExecutionOptions execution;
+  // The job's world when launched with WORLD_SIZE > 1 (not owned; see above), else null.
+  varuna::comm::World* world = nullptr;
+  // Ranks per node (LOCAL_WORLD_SIZE) for the communication curves; used with `world` only.
+  int gpus_per_node = 1;
 };
 
 // Profiles the missing pairs of `config` into options.dir and logs each measurement, where it
 // wrote and how long it took. OK, or: FailedPrecondition naming the difference when the
 // directory holds a profile of another model, device or dtype; ReadProfile's error for a
-// malformed profile; the profiler's or WriteProfile's error.
+// malformed profile; the profiler's, the communication profiler's or WriteProfile's error (with
+// a world: the lowest failing rank's, on every rank).
 absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptions& options,
                           TrainingLog& log);
 

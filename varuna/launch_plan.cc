@@ -439,6 +439,7 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchOptions& options, const std::s
 
   std::map<std::string, std::string> common = {
       {"WORLD_SIZE", std::to_string(W)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.gpus_per_node)},
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(options.master_port)},
   };

@@ -14,8 +14,9 @@
 // --stage_to_rank_map=<map> --chunk_size=<c> --batch-size=<batch_size / D>`, plus
 // `--stage-segments=<sizes>` when options.stage_segments is set (appended, so
 // `python3 train.py ...` keeps working) with the launcher's environment plus RANK, LOCAL_RANK,
-// WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's names), and OMP_NUM_THREADS=1 when more
-// than one worker shares the node and the variable is unset (as torchrun and Varuna do).
+// WORLD_SIZE, LOCAL_WORLD_SIZE (= gpus_per_node), MASTER_ADDR, MASTER_PORT (torchrun's names),
+// and OMP_NUM_THREADS=1 when more than one worker shares the node and the variable is unset (as
+// torchrun and Varuna do).
 //
 // Thread safety: the functions are pure (ResolveProgram reads the file system only).
 #ifndef VARUNA_LAUNCH_PLAN_H_

@@ -26,12 +26,16 @@ TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
   Result r = Run(Profiling("1,2"), "first");
   ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
   EXPECT_THAT(r.exit.output, HasSubstr("profile written to " + dir_ + "/profile in "));
+  EXPECT_THAT(r.exit.output, HasSubstr("the profile has no communication curves: a launched run "
+                                       "measures them"));
   absl::StatusOr<varuna::Profile> first = varuna::ReadProfile(dir_ + "/profile");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->num_segments, 2);
   EXPECT_EQ(first->device, "cpu");
   EXPECT_EQ(first->dtype, "float32");
   EXPECT_THAT(first->model, HasSubstr("\"hidden_size\":32"));
+  EXPECT_TRUE(first->allreduce.empty());
+  EXPECT_TRUE(first->send_within_node.points.empty());
   for (int k = 0; k < 2; ++k) {
     ASSERT_EQ(first->compute[k].size(), 2u) << k;
     EXPECT_GT(first->compute[k].at(2).backward_ms, 0) << k;
@@ -72,12 +76,57 @@ TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
   EXPECT_EQ(third->CommonMicroBatchSizes(), (std::vector<int>{1, 2, 3}));
 }
 
-TEST_F(ProfileModeTest, MultiProcessProfilingIsRefused) {
-  Result r = Run(Plus(Profiling("1"), {"--stage_to_rank_map=0;1;"}), "multi");
+// Under the launcher, 2 processes share the segments of a 3-layer model (rank 0 measures
+// segments 0 and 2, rank 1 segment 1), measure the communication curves (both on one node:
+// sends within a node, an all-reduce ring of 2) and leave one profile behind.
+TEST_F(ProfileModeTest, LaunchedRanksShareTheSegmentsAndMeasureCommunication) {
+  std::vector<std::string> flags;
+  for (const std::string& flag : Profiling("1,2")) {
+    if (flag != "--num-layers=2" && flag != "--batch-size=4") flags.push_back(flag);
+  }
+  flags.push_back("--num-layers=3");
+  const std::vector<std::string> launcher = {"--nstages=1",     "--gpus_per_node=2",
+                                             "--batch_size=2",  "--chunk_size=1",
+                                             "--master_port=0", "--grace_seconds=5"};
+  Result r = Run(flags, "launched", launcher);
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("shared among 2 processes (rank 0 measures 2)"));
+  EXPECT_THAT(r.exit.output, HasSubstr("profile written to " + dir_ + "/profile in "));
+  EXPECT_THAT(r.exit.output, HasSubstr("sends within a node: 2 sizes, across nodes: none, "
+                                       "all-reduce rings: 2..2"));
+  absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(dir_ + "/profile");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_EQ(profile->num_segments, 3);
+  EXPECT_EQ(profile->CommonMicroBatchSizes(), (std::vector<int>{1, 2}));
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_GT(profile->statics[k].parameter_count, 0) << k;
+    EXPECT_GT(profile->compute[k].at(2).backward_ms, 0) << k;
+  }
+  // The cut activation at size b: b x 16 positions x 32 floats.
+  EXPECT_EQ(profile->compute[0].at(2).output_bytes, 2 * 16 * 32 * 4);
+  ASSERT_EQ(profile->send_within_node.points.size(), 2u);
+  EXPECT_EQ(profile->send_within_node.points[0].first, 1 * 16 * 32 * 4);
+  EXPECT_EQ(profile->send_within_node.points[1].first, 2 * 16 * 32 * 4);
+  EXPECT_GT(profile->send_within_node.points[1].second, 0);
+  EXPECT_TRUE(profile->send_across_nodes.points.empty());
+  ASSERT_EQ(profile->allreduce.size(), 1u);
+  ASSERT_EQ(profile->allreduce.count(2), 1u);
+  EXPECT_EQ(profile->allreduce.at(2).points.size(), 2u);
+  EXPECT_GT(profile->allreduce.at(2).points[0].second, 0);
+  for (const auto& entry : fs::directory_iterator(dir_ + "/profile")) {
+    EXPECT_NE(entry.path().filename().string().rfind(".rank_", 0), 0u) << entry.path();
+  }
+
+  // Another model's profile is refused (every rank exits non-zero; the launcher stops the others
+  // once one has failed), and the profile is left as it was.
+  const auto written = fs::last_write_time(dir_ + "/profile/profile.json");
+  r = Run(Plus(flags, {"--hidden-size=64"}), "other_model", launcher);
   EXPECT_TRUE(r.exit.exited) << Describe(r);
-  EXPECT_EQ(r.exit.code, 1) << Describe(r);
-  EXPECT_THAT(r.exit.output, HasSubstr("--profiling runs in a single process for now"));
-  EXPECT_FALSE(fs::exists(dir_ + "/profile"));
+  EXPECT_NE(r.exit.code, 0) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("pretrain_gpt2: error: the profile in "));
+  EXPECT_THAT(r.exit.output, HasSubstr("is of another model or device (hidden_size: profile 32, "
+                                       "now 64"));
+  EXPECT_EQ(fs::last_write_time(dir_ + "/profile/profile.json"), written);
 }
 
 }  // namespace

@@ -120,9 +120,9 @@ TEST(PlanLaunchTest, TwoStagesTimesTwoReplicas) {
   EXPECT_THAT(w3.argv, ElementsAre("/ws/bazel-bin/trainer/pretrain_gpt2", "--data-path=corpus",
                                    "--rank=3", "--local_rank=3", "--stage_to_rank_map=0,2;1,3;",
                                    "--chunk_size=4", "--batch-size=16"));
-  EXPECT_THAT(w3.env,
-              ElementsAre("HOME=/root", "LOCAL_RANK=3", "MASTER_ADDR=127.0.0.1",
-                          "MASTER_PORT=29500", "OMP_NUM_THREADS=1", "RANK=3", "WORLD_SIZE=4"));
+  EXPECT_THAT(w3.env, ElementsAre("HOME=/root", "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=4",
+                                  "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500", "OMP_NUM_THREADS=1",
+                                  "RANK=3", "WORLD_SIZE=4"));
 }
 
 TEST(PlanLaunchTest, FourStagesOneReplica) {
