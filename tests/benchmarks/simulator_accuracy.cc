@@ -1,0 +1,388 @@
+// Simulator accuracy on the CPU (issue 7): predicted against measured mini-batch time for
+// several P x D x micro-batch configurations of a small GPT-2, each run as real processes.
+//
+//   bazel run -c opt //tests/benchmarks:simulator_accuracy -- [--steps=12] [--skip=4]
+//       [--global-batch=16] [--per-layout=2] [--keep]
+//
+// 1. Profiles the model with a launched 2-process `pretrain_gpt2 --profiling` (the ranks share
+//    the segments and measure sends and the 2-rank all-reduce) into a fresh temporary folder.
+// 2. Reads the profile and searches it (auto_config.h) for 1 GPU and for 2 GPUs on one node
+//    (generous memory, the global batch); takes from every (P, D) layout its fastest candidate
+//    and up to --per-layout - 1 more with other micro-batch sizes (smallest first).
+// 3. Runs each chosen candidate under //varuna:launch (its P, micro-batch size, global batch,
+//    P x D workers, --stage-segments) for --steps steps on the bundled corpus, and takes the
+//    mean ms_per_iteration of the steps after the first --skip.
+// 4. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, error; and,
+//    to explain the error, what the model leaves out or extrapolates: the all-reduce time the
+//    profile's curve gives at the stage's gradient bytes (the curve is measured only at the
+//    cut's activation sizes) and an Adam step (varuna::Adam, one thread) over the largest
+//    stage's parameters, timed here, which the simulator counts as 0 ms.
+//
+// Threads: every process (the profile's ranks and every run's workers) gets OMP_NUM_THREADS=1,
+// so a 1-process run uses one core like each worker of a 2-process run and like the profile;
+// each simulated stage assumes a device of its own, so only P x D <= 2 is meaningful on a
+// 2-core machine. Exit status: 0 when every run finished, 1 otherwise (its log is printed).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tests/util/subprocess.h"
+#include "varuna/adam.h"
+#include "varuna/auto_config.h"
+#include "varuna/json.h"
+#include "varuna/profile.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  int steps = 12;         // training steps per configuration
+  int skip = 4;           // first steps left out of the mean (warm-up, allocator growth)
+  int global_batch = 16;  // sequences per step, all replicas together
+  int per_layout = 2;     // candidates per (P, D) layout
+  bool keep = false;      // keep the temporary folder (logs, profile, metrics)
+};
+
+// The model every process runs; dropout off so that forward and recompute do the same work.
+const std::vector<std::string>& ModelFlags() {
+  static const auto* flags = new std::vector<std::string>{"--num-layers=4",
+                                                          "--hidden-size=256",
+                                                          "--num-attention-heads=4",
+                                                          "--seq-length=128",
+                                                          "--max-position-embeddings=128",
+                                                          "--hidden-dropout=0",
+                                                          "--attention-dropout=0",
+                                                          "--seed=1234"};
+  return *flags;
+}
+
+constexpr char kProfileMicroBatches[] = "1,2,4,8";
+constexpr int64_t kGenerousMemoryBytes = int64_t{64} << 30;
+
+bool ParseOptions(int argc, char** argv, Options& options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    int* target = nullptr;
+    if (name == "--steps") target = &options.steps;
+    if (name == "--skip") target = &options.skip;
+    if (name == "--global-batch") target = &options.global_batch;
+    if (name == "--per-layout") target = &options.per_layout;
+    if (name == "--keep" && value.empty()) {
+      options.keep = true;
+      continue;
+    }
+    if (target == nullptr || !absl::SimpleAtoi(value, target) || *target < 0) {
+      std::cerr << "simulator_accuracy: bad argument " << arg
+                << ": use --steps=N --skip=N --global-batch=N --per-layout=N --keep\n";
+      return false;
+    }
+  }
+  if (options.skip >= options.steps || options.global_batch < 2 || options.per_layout < 1) {
+    std::cerr << "simulator_accuracy: need --skip < --steps, --global-batch >= 2 and "
+                 "--per-layout >= 1\n";
+    return false;
+  }
+  return true;
+}
+
+// The runfiles folder of this binary (bazel run sets RUNFILES_DIR; else <binary>.runfiles).
+std::string Runfile(const std::string& path) {
+  if (const char* dir = std::getenv("RUNFILES_DIR"); dir != nullptr && *dir) {
+    return absl::StrCat(dir, "/varuna/", path);
+  }
+  return absl::StrCat(varuna::testing::SelfPath(), ".runfiles/varuna/", path);
+}
+
+// Runs `argv` with OMP_NUM_THREADS=1, logging to `log`; false (and the log printed) on failure.
+bool RunJob(const std::vector<std::string>& argv, const std::string& log, double* seconds) {
+  const varuna::testing::Process process =
+      varuna::testing::Spawn(argv, log, {{"OMP_NUM_THREADS", "1"}});
+  const std::vector<varuna::testing::ExitInfo> exits =
+      varuna::testing::WaitAll({process}, std::chrono::minutes(10));
+  if (seconds != nullptr) *seconds = exits[0].seconds;
+  if (exits[0].exited && exits[0].code == 0) return true;
+  std::cerr << "simulator_accuracy: " << argv[0] << " failed:\n"
+            << varuna::testing::Describe(exits) << "\n";
+  return false;
+}
+
+std::vector<std::string> Launcher(int stages, int chunk, int batch, int workers) {
+  return {Runfile("varuna/launch"),
+          absl::StrCat("--nstages=", stages),
+          absl::StrCat("--chunk_size=", chunk),
+          absl::StrCat("--batch_size=", batch),
+          absl::StrCat("--gpus_per_node=", workers),
+          "--master_port=0",
+          "--grace_seconds=5",
+          "--",
+          Runfile("trainer/pretrain_gpt2")};
+}
+
+std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string StageSegments(const varuna::Candidate& c) {
+  std::vector<int> sizes;
+  for (const varuna::SegmentRange& range : c.stages) sizes.push_back(range.size());
+  return absl::StrJoin(sizes, ",");
+}
+
+// Per (P, D) layout: the fastest candidate, then others with distinct micro-batch sizes,
+// smallest size first, up to `per_layout` in all.
+std::vector<varuna::Candidate> Choose(const std::vector<varuna::Candidate>& all, int per_layout) {
+  std::map<std::pair<int, int>, std::vector<varuna::Candidate>> layouts;
+  for (const varuna::Candidate& c : all) {
+    layouts[{c.pipeline_stages, c.data_parallel}].push_back(c);  // fastest first, as searched
+  }
+  std::vector<varuna::Candidate> chosen;
+  for (auto& [layout, candidates] : layouts) {
+    std::vector<varuna::Candidate> picked = {candidates[0]};
+    std::sort(candidates.begin(), candidates.end(),
+              [](const varuna::Candidate& a, const varuna::Candidate& b) {
+                return a.micro_batch < b.micro_batch;
+              });
+    for (const varuna::Candidate& c : candidates) {
+      if (static_cast<int>(picked.size()) >= per_layout) break;
+      const bool seen = std::any_of(picked.begin(), picked.end(), [&](const varuna::Candidate& p) {
+        return p.micro_batch == c.micro_batch;
+      });
+      if (!seen) picked.push_back(c);
+    }
+    chosen.insert(chosen.end(), picked.begin(), picked.end());
+  }
+  return chosen;
+}
+
+struct Measured {
+  double mean_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  int steps = 0;
+};
+
+// The mean ms_per_iteration of the iterations after `skip` in a --metrics-file.
+absl::StatusOr<Measured> ReadMetrics(const std::string& path, int skip) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("no metrics file ", path));
+  std::vector<double> times;
+  for (std::string line; std::getline(in, line);) {
+    absl::StatusOr<varuna::json::Value> value = varuna::json::Parse(line);
+    if (!value.ok()) return value.status();
+    const varuna::json::Value* iteration = value->Find("iteration");
+    const varuna::json::Value* ms = value->Find("ms_per_iteration");
+    if (iteration == nullptr || ms == nullptr) continue;
+    if (iteration->as_int() > skip) times.push_back(ms->as_double());
+  }
+  if (times.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " has no ms_per_iteration after iteration ", skip));
+  }
+  Measured m;
+  m.steps = static_cast<int>(times.size());
+  m.min_ms = *std::min_element(times.begin(), times.end());
+  m.max_ms = *std::max_element(times.begin(), times.end());
+  for (double t : times) m.mean_ms += t / times.size();
+  return m;
+}
+
+// The parameters of the candidate's largest stage, from the profile's per-segment statics.
+int64_t LargestStageParameters(const varuna::Profile& profile, const varuna::Candidate& c) {
+  int64_t largest = 0;
+  for (const varuna::SegmentRange& range : c.stages) {
+    int64_t parameters = 0;
+    for (int k = range.first; k <= range.last; ++k) {
+      parameters += profile.statics[k].parameter_count;
+    }
+    largest = std::max(largest, parameters);
+  }
+  return largest;
+}
+
+// Milliseconds of one varuna::Adam step over `parameters` fp32 values on one thread: the median
+// of 7 steps after 2 warm-up steps.
+double AdamStepMs(int64_t parameters) {
+  at::set_num_threads(1);
+  at::Tensor weights = at::randn({parameters});
+  varuna::Adam adam({{"w", weights, true}}, varuna::AdamOptions{});
+  adam.MasterGrads()[0].normal_();
+  std::vector<double> times;
+  for (int i = 0; i < 9; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    adam.Step();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (i >= 2) times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (!ParseOptions(argc, argv, options)) return 2;
+  const auto start = std::chrono::steady_clock::now();
+
+  char pattern[] = "/tmp/simulator_accuracy_XXXXXX";
+  if (mkdtemp(pattern) == nullptr) {
+    std::perror("simulator_accuracy: mkdtemp");
+    return 1;
+  }
+  const std::string dir = pattern;
+  // The trainer builds the bundled corpus's tokenizer and dataset in ./varuna_sample_run.
+  fs::current_path(dir);
+  std::cout << "work folder " << dir << "\n" << std::flush;
+
+  // 1. The profile: 2 launched processes share the segments and measure communication.
+  const std::string profile_dir = dir + "/profile";
+  double profile_seconds = 0;
+  if (!RunJob(Plus(Plus(Launcher(1, 1, 2, 2), ModelFlags()),
+                   {"--profiling", absl::StrCat("--profile-micro-batches=", kProfileMicroBatches),
+                    "--profile-dir=" + profile_dir}),
+              dir + "/profile.log", &profile_seconds)) {
+    return 1;
+  }
+  absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(profile_dir);
+  if (!profile.ok()) {
+    std::cerr << "simulator_accuracy: " << profile.status() << "\n";
+    return 1;
+  }
+  std::cout << absl::StrFormat("profiled %d segments at micro-batch sizes %s in %.1f s\n",
+                               profile->num_segments, kProfileMicroBatches, profile_seconds);
+  for (const auto& [ring, curve] : profile->allreduce) {
+    std::vector<std::string> points;
+    for (const auto& [bytes, ms] : curve.points) {
+      points.push_back(absl::StrFormat("%d B: %.3f ms", bytes, ms));
+    }
+    std::cout << "all-reduce among " << ring << ": " << absl::StrJoin(points, ", ") << "\n";
+  }
+
+  // 2. The candidates for 1 GPU and for 2 GPUs on one node.
+  std::vector<varuna::Candidate> all;
+  for (int gpus : {1, 2}) {
+    varuna::AutoConfigOptions search;
+    search.global_batch = options.global_batch;
+    absl::StatusOr<std::vector<varuna::Candidate>> found = varuna::SearchConfigurations(
+        *profile, varuna::ClusterSpec{1, gpus, kGenerousMemoryBytes}, search);
+    if (!found.ok()) {
+      std::cerr << "simulator_accuracy: search for " << gpus << " GPU(s): " << found.status()
+                << "\n";
+      return 1;
+    }
+    std::cout << "search for " << gpus << " GPU(s):\n" << varuna::FormatCandidates(*found, 10);
+    for (const varuna::Candidate& c : *found) {
+      if (c.pipeline_stages * c.data_parallel == gpus) all.push_back(c);
+    }
+  }
+  const std::vector<varuna::Candidate> chosen = Choose(all, options.per_layout);
+
+  // 3. The real runs.
+  struct Row {
+    varuna::Candidate candidate;
+    Measured measured;
+    double wall_s = 0;
+    double allreduce_ms = 0;  // the profile's curve at the largest stage's gradient bytes
+    double adam_ms = 0;       // measured here; not in the prediction
+  };
+  std::vector<Row> rows;
+  for (const varuna::Candidate& c : chosen) {
+    const std::string name =
+        absl::StrCat("P", c.pipeline_stages, "_D", c.data_parallel, "_b", c.micro_batch);
+    const std::string metrics = dir + "/" + name + ".jsonl";
+    std::vector<std::string> argv =
+        Plus(Launcher(c.pipeline_stages, c.micro_batch, options.global_batch,
+                      c.pipeline_stages * c.data_parallel),
+             ModelFlags());
+    argv = Plus(argv, {absl::StrCat("--train-iters=", options.steps), "--log-interval=1",
+                       "--eval-interval=0", "--metrics-file=" + metrics,
+                       "--stage-segments=" + StageSegments(c)});
+    Row row{c, {}, 0, 0, 0};
+    std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n" << std::flush;
+    if (!RunJob(argv, dir + "/" + name + ".log", &row.wall_s)) return 1;
+    absl::StatusOr<Measured> measured = ReadMetrics(metrics, options.skip);
+    if (!measured.ok()) {
+      std::cerr << "simulator_accuracy: " << measured.status() << "\n";
+      return 1;
+    }
+    row.measured = *measured;
+    rows.push_back(row);
+  }
+  // What the prediction leaves out, timed after the runs so nothing else competes for the core.
+  std::map<int64_t, double> adam_ms;
+  for (Row& r : rows) {
+    const int64_t parameters = LargestStageParameters(*profile, r.candidate);
+    if (adam_ms.count(parameters) == 0) adam_ms[parameters] = AdamStepMs(parameters);
+    r.adam_ms = adam_ms[parameters];
+    const auto curve = profile->allreduce.find(r.candidate.data_parallel);
+    if (curve != profile->allreduce.end()) {
+      r.allreduce_ms = curve->second.Milliseconds(parameters * 4);
+    }
+  }
+  int64_t largest_profiled_allreduce = 0;
+  for (const auto& [ring, curve] : profile->allreduce) {
+    if (!curve.points.empty()) {
+      largest_profiled_allreduce = std::max(largest_profiled_allreduce, curve.points.back().first);
+    }
+  }
+
+  // 4. The table.
+  std::cout << absl::StrFormat(
+      "\nGPT-2 %s, global batch %d, CPU, OMP_NUM_THREADS=1 per process; measured = mean "
+      "ms_per_iteration of steps %d..%d\n\n",
+      absl::StrJoin(ModelFlags(), " "), options.global_batch, options.skip + 1, options.steps);
+  std::cout << "| P | D | b | m | stage segments | predicted ms | measured ms (min-max) | error "
+               "| largest stage: params, all-reduce ms (in prediction), Adam step ms (not) | "
+               "predicted + Adam | error |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  double worst = 0;
+  for (const Row& r : rows) {
+    const double predicted = r.candidate.simulation.minibatch_ms;
+    const double error = (predicted - r.measured.mean_ms) / r.measured.mean_ms * 100;
+    worst = std::max(worst, std::abs(error));
+    const double with_adam = predicted + r.adam_ms;
+    std::cout << absl::StrFormat(
+        "| %d | %d | %d | %d | %s | %.1f | %.1f (%.1f-%.1f) | %+.1f%% | %.2fM, %.1f, %.1f | %.1f "
+        "| %+.1f%% |\n",
+        r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
+        r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, r.measured.mean_ms,
+        r.measured.min_ms, r.measured.max_ms, error,
+        LargestStageParameters(*profile, r.candidate) / 1e6, r.allreduce_ms, r.adam_ms, with_adam,
+        (with_adam - r.measured.mean_ms) / r.measured.mean_ms * 100);
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << absl::StrFormat(
+      "\nlargest |error| %.1f%%; %zu configurations; wall time %.0f s. The all-reduce curve was "
+      "measured up to %d bytes; the gradients' all-reduce is extrapolated beyond that.\n",
+      worst, rows.size(), wall, largest_profiled_allreduce);
+  if (!options.keep) {
+    fs::current_path("/");
+    fs::remove_all(dir);
+  } else {
+    std::cout << "kept " << dir << "\n";
+  }
+  return 0;
+}
