@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/ScalarType.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -173,6 +174,27 @@ absl::Status MergeRanks(const std::string& dir, int world_size, const varuna::Co
   return absl::OkStatus();
 }
 
+// The parameter count of every segment, the same on every rank (a collective over `world`):
+// segment k's from the rank that measured it (`measured`), or, for the segments nobody measured
+// now (`missing` lacks them), from rank 0's `base`.
+absl::StatusOr<std::vector<int64_t>> SegmentParameterCounts(
+    varuna::comm::World& world, const varuna::Profile& measured, const std::vector<int>& mine,
+    const std::vector<int>& missing, const varuna::Profile* base, int num_segments) {
+  at::Tensor counts = at::zeros({num_segments}, at::kLong);
+  for (int k : mine) counts[k] = measured.statics[static_cast<size_t>(k)].parameter_count;
+  if (world.rank() == 0 && base != nullptr) {
+    for (int k = 0; k < num_segments; ++k) {
+      if (std::find(missing.begin(), missing.end(), k) == missing.end()) {
+        counts[k] = base->statics[static_cast<size_t>(k)].parameter_count;
+      }
+    }
+  }
+  if (absl::Status status = world.group().AllReduceSum(counts); !status.ok()) return status;
+  std::vector<int64_t> result(static_cast<size_t>(num_segments));
+  for (int k = 0; k < num_segments; ++k) result[static_cast<size_t>(k)] = counts[k].item<int64_t>();
+  return result;
+}
+
 // "2 sizes within a node, none across nodes, all-reduce rings 2..4".
 std::string DescribeCurves(const varuna::Profile& profile) {
   auto sizes = [](const varuna::CostCurve& curve) {
@@ -277,6 +299,31 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
       comm_options.message_bytes.push_back(static_cast<int64_t>(b) * config.seq_length *
                                            config.hidden_size *
                                            static_cast<int64_t>(c10::elementSize(options.dtype)));
+    }
+    // Gradient sizes too, so that the all-reduce curve spans what auto-config asks for (a
+    // stage's fp32 gradients: 4 bytes per parameter of each segment, and of the whole model
+    // for P = 1) instead of extrapolating from the activation sizes. Each is capped at 1 GiB
+    // (larger ones are extrapolated from the points below). MeasureCommunication times the
+    // point-to-point sends at these sizes as well: cheap on the CPU for small models, and they
+    // extend the send curves.
+    absl::StatusOr<std::vector<int64_t>> parameters =
+        SegmentParameterCounts(*world, *measured, mine, missing, base, config.num_layers);
+    if (absl::Status status = agree("parameters", parameters.status()); !status.ok()) {
+      return status;
+    }
+    constexpr int64_t kMaxGradientBytes = int64_t{1} << 30;
+    constexpr int64_t kGradientBytesPerParameter = 4;
+    int64_t model_parameters = 0;
+    for (int64_t count : *parameters) {
+      model_parameters += count;
+      if (count > 0) {
+        comm_options.message_bytes.push_back(
+            std::min(count * kGradientBytesPerParameter, kMaxGradientBytes));
+      }
+    }
+    if (model_parameters > 0) {
+      comm_options.message_bytes.push_back(
+          std::min(model_parameters * kGradientBytesPerParameter, kMaxGradientBytes));
     }
     comm_options.gpus_per_node = options.gpus_per_node;
     comm_options.device = options.device;

@@ -80,6 +80,7 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   for (const SegmentRange& range : stages) {
     StageCosts costs;
     int64_t parameters = 0;
+    double optimizer_ms = 0;
     for (int k = range.first; k <= range.last; ++k) {
       const SegmentMeasurement& measured = profile.compute[k].at(micro_batch);
       costs.forward_ms += measured.forward_ms;
@@ -88,7 +89,10 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       costs.activation_bytes += measured.activation_memory_bytes;
       costs.static_bytes += profile.statics[k].state_bytes;
       parameters += profile.statics[k].parameter_count;
+      optimizer_ms += profile.statics[k].optimizer_ms;
     }
+    // The stages step in parallel: the slowest one ends the mini-batch.
+    input.optimizer_ms = std::max(input.optimizer_ms, optimizer_ms);
     costs.stash_bytes = profile.compute[range.first].at(micro_batch).stash_bytes;
     absl::StatusOr<double> allreduce =
         AllReduceMs(profile, replicas, parameters * kGradientBytesPerParameter);

@@ -16,7 +16,9 @@
 //     engine reduces fp32 master gradients); a hop the send curve within or across nodes (by
 //     the ranks' placement, launch_plan.h: rank = replica * P + stage, node = rank /
 //     gpus_per_node; a boundary counts as across nodes when it is for any replica) at the
-//     output bytes of the stage's last segment; the optimizer step is not profiled (0 ms);
+//     output bytes of the stage's last segment; the optimizer step (SimulationInput::
+//     optimizer_ms) the largest over stages of the sum of its segments' optimizer_ms (the
+//     stages step in parallel; 0 for profiles without it);
 //   - memory: a stage's static bytes are its segments' state_bytes, its graph the sum of its
 //     segments' activation_memory_bytes, its stash the first segment's stash_bytes; a
 //     candidate whose simulated peak on any stage exceeds the GPU memory (times

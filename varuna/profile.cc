@@ -72,6 +72,7 @@ Value SegmentJson(const Profile& p, int k) {
   out.Set("segment", k);
   out.Set("parameter_count", p.statics[k].parameter_count);
   out.Set("state_bytes", p.statics[k].state_bytes);
+  out.Set("optimizer_ms", p.statics[k].optimizer_ms);
   Value sizes = Value::MakeArray();
   for (const auto& [b, m] : p.compute[k]) {
     Value entry = Value::MakeObject();
@@ -198,6 +199,12 @@ absl::Status ReadSegment(const Value& root, const std::string& path, int k, Prof
     return s;
   }
   if (absl::Status s = r.Int(root, "state_bytes", "", p.statics[k].state_bytes); !s.ok()) return s;
+  // Optional: profiles written before the optimizer was measured lack it (0).
+  if (root.Find("optimizer_ms") != nullptr) {
+    if (absl::Status s = r.Ms(root, "optimizer_ms", "", p.statics[k].optimizer_ms); !s.ok()) {
+      return s;
+    }
+  }
   absl::StatusOr<const Value*> sizes = r.Field(root, "micro_batches", Value::Type::kArray, "");
   if (!sizes.ok()) return sizes.status();
   for (size_t j = 0; j < (*sizes)->size(); ++j) {
@@ -292,6 +299,10 @@ absl::Status ValidateProfile(const Profile& p) {
     if (p.statics[k].parameter_count < 0 || p.statics[k].state_bytes < 0) {
       return invalid(segment + ": parameter_count and state_bytes must be >= 0");
     }
+    if (!ValidTime(p.statics[k].optimizer_ms)) {
+      return invalid(absl::StrCat(segment, ": optimizer_ms = ", p.statics[k].optimizer_ms,
+                                  " must be finite and >= 0"));
+    }
     for (const auto& [b, m] : p.compute[k]) {
       const std::string where = absl::StrCat(segment, " at micro-batch size ", b);
       if (b < 1) return invalid(where + ": micro-batch sizes must be >= 1");
@@ -333,7 +344,8 @@ absl::Status WriteProfile(const Profile& profile, const std::string& dir) {
   };
   for (int k = 0; k < profile.num_segments; ++k) {
     const SegmentStatic& statics = profile.statics[k];
-    if (profile.compute[k].empty() && statics.parameter_count == 0 && statics.state_bytes == 0) {
+    if (profile.compute[k].empty() && statics.parameter_count == 0 && statics.state_bytes == 0 &&
+        statics.optimizer_ms == 0) {
       continue;
     }
     if (absl::Status s = write(SegmentFile(k), SegmentJson(profile, k)); !s.ok()) return s;
@@ -416,7 +428,8 @@ absl::Status MergeProfile(const Profile& update, Profile& base) {
   }
   for (int k = 0; k < base.num_segments; ++k) {
     const SegmentStatic& statics = update.statics[k];
-    if (!update.compute[k].empty() || statics.parameter_count != 0 || statics.state_bytes != 0) {
+    if (!update.compute[k].empty() || statics.parameter_count != 0 || statics.state_bytes != 0 ||
+        statics.optimizer_ms != 0) {
       base.statics[k] = statics;
     }
     for (const auto& [b, m] : update.compute[k]) base.compute[k][b] = m;

@@ -45,6 +45,9 @@ struct SegmentMeasurement {
 struct SegmentStatic {
   int64_t parameter_count = 0;
   int64_t state_bytes = 0;  // weights + gradients + fp32 masters + Adam moments, in bytes
+  // Mean time of one Adam step (varuna::Adam::Step, fp32 masters) over the segment's parameters
+  // in the profiled dtype; JSON "optimizer_ms", optional on read (older profiles: 0).
+  double optimizer_ms = 0;
 };
 
 // Time against message size, for interpolation: points sorted by bytes, strictly increasing.
@@ -76,7 +79,8 @@ struct Profile {
 };
 
 // Validates (num_segments > 0, dtype one of the three, vectors sized to it, micro-batch sizes
-// >= 1, times finite and >= 0, byte counts >= 0, curves sorted strictly by bytes, ring sizes
+// >= 1, times (optimizer_ms too) finite and >= 0, byte counts >= 0, curves sorted strictly by
+// bytes, ring sizes
 // >= 2): OK, or InvalidArgument naming the field and the fix. Segments without measurements are
 // valid (a partial profile).
 absl::Status ValidateProfile(const Profile& profile);

@@ -12,11 +12,9 @@
 // 3. Runs each chosen candidate under //varuna:launch (its P, micro-batch size, global batch,
 //    P x D workers, --stage-segments) for --steps steps on the bundled corpus, and takes the
 //    mean ms_per_iteration of the steps after the first --skip.
-// 4. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, error; and,
-//    to explain the error, what the model leaves out or extrapolates: the all-reduce time the
-//    profile's curve gives at the stage's gradient bytes (the curve is measured only at the
-//    cut's activation sizes) and an Adam step (varuna::Adam, one thread) over the largest
-//    stage's parameters, timed here, which the simulator counts as 0 ms.
+// 4. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, error, and the
+//    all-reduce time the profile's curve gives at the largest stage's gradient bytes (the
+//    prediction includes it, and the optimizer step the profile measured per segment).
 //
 // Threads: every process (the profile's ranks and every run's workers) gets OMP_NUM_THREADS=1,
 // so a 1-process run uses one core like each worker of a 2-process run and like the profile;
@@ -44,7 +42,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tests/util/subprocess.h"
-#include "varuna/adam.h"
 #include "varuna/auto_config.h"
 #include "varuna/json.h"
 #include "varuna/profile.h"
@@ -115,9 +112,12 @@ std::string Runfile(const std::string& path) {
 }
 
 // Runs `argv` with OMP_NUM_THREADS=1, logging to `log`; false (and the log printed) on failure.
+// The workers find the Gloo backend in this binary's runfiles (theirs may not exist).
 bool RunJob(const std::vector<std::string>& argv, const std::string& log, double* seconds) {
   const varuna::testing::Process process =
-      varuna::testing::Spawn(argv, log, {{"OMP_NUM_THREADS", "1"}});
+      varuna::testing::Spawn(argv, log,
+                             {{"OMP_NUM_THREADS", "1"},
+                              {"VARUNA_GLOO_LIBRARY", Runfile("varuna/comm/libvaruna_gloo.so")}});
   const std::vector<varuna::testing::ExitInfo> exits =
       varuna::testing::WaitAll({process}, std::chrono::minutes(10));
   if (seconds != nullptr) *seconds = exits[0].seconds;
@@ -221,25 +221,6 @@ int64_t LargestStageParameters(const varuna::Profile& profile, const varuna::Can
   return largest;
 }
 
-// Milliseconds of one varuna::Adam step over `parameters` fp32 values on one thread: the median
-// of 7 steps after 2 warm-up steps.
-double AdamStepMs(int64_t parameters) {
-  at::set_num_threads(1);
-  at::Tensor weights = at::randn({parameters});
-  varuna::Adam adam({{"w", weights, true}}, varuna::AdamOptions{});
-  adam.MasterGrads()[0].normal_();
-  std::vector<double> times;
-  for (int i = 0; i < 9; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    adam.Step();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= 2) times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -306,7 +287,6 @@ int main(int argc, char** argv) {
     Measured measured;
     double wall_s = 0;
     double allreduce_ms = 0;  // the profile's curve at the largest stage's gradient bytes
-    double adam_ms = 0;       // measured here; not in the prediction
   };
   std::vector<Row> rows;
   for (const varuna::Candidate& c : chosen) {
@@ -320,7 +300,7 @@ int main(int argc, char** argv) {
     argv = Plus(argv, {absl::StrCat("--train-iters=", options.steps), "--log-interval=1",
                        "--eval-interval=0", "--metrics-file=" + metrics,
                        "--stage-segments=" + StageSegments(c)});
-    Row row{c, {}, 0, 0, 0};
+    Row row{c, {}, 0, 0};
     std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n" << std::flush;
     if (!RunJob(argv, dir + "/" + name + ".log", &row.wall_s)) return 1;
     absl::StatusOr<Measured> measured = ReadMetrics(metrics, options.skip);
@@ -331,12 +311,8 @@ int main(int argc, char** argv) {
     row.measured = *measured;
     rows.push_back(row);
   }
-  // What the prediction leaves out, timed after the runs so nothing else competes for the core.
-  std::map<int64_t, double> adam_ms;
   for (Row& r : rows) {
     const int64_t parameters = LargestStageParameters(*profile, r.candidate);
-    if (adam_ms.count(parameters) == 0) adam_ms[parameters] = AdamStepMs(parameters);
-    r.adam_ms = adam_ms[parameters];
     const auto curve = profile->allreduce.find(r.candidate.data_parallel);
     if (curve != profile->allreduce.end()) {
       r.allreduce_ms = curve->second.Milliseconds(parameters * 4);
@@ -355,28 +331,24 @@ int main(int argc, char** argv) {
       "ms_per_iteration of steps %d..%d\n\n",
       absl::StrJoin(ModelFlags(), " "), options.global_batch, options.skip + 1, options.steps);
   std::cout << "| P | D | b | m | stage segments | predicted ms | measured ms (min-max) | error "
-               "| largest stage: params, all-reduce ms (in prediction), Adam step ms (not) | "
-               "predicted + Adam | error |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "| largest stage: params, all-reduce ms |\n|---|---|---|---|---|---|---|---|---|\n";
   double worst = 0;
   for (const Row& r : rows) {
     const double predicted = r.candidate.simulation.minibatch_ms;
     const double error = (predicted - r.measured.mean_ms) / r.measured.mean_ms * 100;
     worst = std::max(worst, std::abs(error));
-    const double with_adam = predicted + r.adam_ms;
     std::cout << absl::StrFormat(
-        "| %d | %d | %d | %d | %s | %.1f | %.1f (%.1f-%.1f) | %+.1f%% | %.2fM, %.1f, %.1f | %.1f "
-        "| %+.1f%% |\n",
+        "| %d | %d | %d | %d | %s | %.1f | %.1f (%.1f-%.1f) | %+.1f%% | %.2fM, %.1f |\n",
         r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
         r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, r.measured.mean_ms,
         r.measured.min_ms, r.measured.max_ms, error,
-        LargestStageParameters(*profile, r.candidate) / 1e6, r.allreduce_ms, r.adam_ms, with_adam,
-        (with_adam - r.measured.mean_ms) / r.measured.mean_ms * 100);
+        LargestStageParameters(*profile, r.candidate) / 1e6, r.allreduce_ms);
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << absl::StrFormat(
       "\nlargest |error| %.1f%%; %zu configurations; wall time %.0f s. The all-reduce curve was "
-      "measured up to %d bytes; the gradients' all-reduce is extrapolated beyond that.\n",
+      "measured up to %d bytes.\n",
       worst, rows.size(), wall, largest_profiled_allreduce);
   if (!options.keep) {
     fs::current_path("/");

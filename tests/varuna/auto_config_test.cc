@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -271,6 +273,38 @@ TEST(SearchConfigurationsTest, OneStageOneGpuWorks) {
   EXPECT_DOUBLE_EQ(best.simulation.minibatch_ms, 15);
   EXPECT_DOUBLE_EQ((*result)[1].simulation.minibatch_ms, 18);
   EXPECT_DOUBLE_EQ((*result)[2].simulation.minibatch_ms, 24);
+}
+
+TEST(SearchConfigurationsTest, OptimizerStepAddsTheSlowestStagesSum) {
+  // Segments step in 3 ms and 1 ms: one stage steps in 4 ms, two stages in parallel in 3 ms.
+  const Profile plain = MakeProfile(2, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);
+  Profile with_optimizer = plain;
+  with_optimizer.statics[0].optimizer_ms = 3;
+  with_optimizer.statics[1].optimizer_ms = 1;
+  absl::StatusOr<std::vector<Candidate>> before =
+      SearchConfigurations(plain, Cluster(1, 2), Options(4));
+  absl::StatusOr<std::vector<Candidate>> after =
+      SearchConfigurations(with_optimizer, Cluster(1, 2), Options(4));
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(before->size(), after->size());
+  std::map<std::tuple<int, int, int>, double> plain_ms;
+  for (const Candidate& c : *before) {
+    plain_ms[{c.pipeline_stages, c.data_parallel, c.micro_batch}] = c.simulation.minibatch_ms;
+  }
+  int one_stage = 0;
+  int two_stages = 0;
+  for (const Candidate& c : *after) {
+    SCOPED_TRACE(
+        absl::StrFormat("P=%d D=%d b=%d", c.pipeline_stages, c.data_parallel, c.micro_batch));
+    const auto key = std::make_tuple(c.pipeline_stages, c.data_parallel, c.micro_batch);
+    ASSERT_EQ(plain_ms.count(key), 1u);
+    EXPECT_DOUBLE_EQ(c.simulation.minibatch_ms,
+                     plain_ms.at(key) + (c.pipeline_stages == 1 ? 4.0 : 3.0));
+    (c.pipeline_stages == 1 ? one_stage : two_stages)++;
+  }
+  EXPECT_GT(one_stage, 0);
+  EXPECT_GT(two_stages, 0);
 }
 
 TEST(SearchConfigurationsTest, GlobalBatchNotDivisibleByDSkipsThatD) {

@@ -1,5 +1,6 @@
 #include "varuna/profile.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -45,7 +46,7 @@ Profile FullProfile() {
   p.dtype = "float32";
   p.num_segments = 3;
   for (int k = 0; k < 3; ++k) {
-    p.statics.push_back({1000 * (k + 1), 16000 * (k + 1)});
+    p.statics.push_back({1000 * (k + 1), 16000 * (k + 1), 0.25 * (k + 1)});
     p.compute.push_back(
         {{1, Measurement(0.5 + k)}, {2, Measurement(0.9 + k)}, {4, Measurement(1.7 + k)}});
   }
@@ -65,6 +66,7 @@ void ExpectEqual(const Profile& a, const Profile& b) {
   for (size_t k = 0; k < a.statics.size(); ++k) {
     EXPECT_EQ(a.statics[k].parameter_count, b.statics[k].parameter_count);
     EXPECT_EQ(a.statics[k].state_bytes, b.statics[k].state_bytes);
+    EXPECT_EQ(a.statics[k].optimizer_ms, b.statics[k].optimizer_ms);
   }
   EXPECT_EQ(a.compute, b.compute);
   EXPECT_EQ(a.send_within_node.points, b.send_within_node.points);
@@ -134,6 +136,25 @@ TEST_F(ProfileFilesTest, PartialProfileRoundTripsWithoutTheMissingSegments) {
   EXPECT_THAT(read->CommonMicroBatchSizes(), ElementsAre(4));
 }
 
+TEST_F(ProfileFilesTest, OptimizerTimeRoundTripsAndIsZeroInOlderFiles) {
+  ASSERT_TRUE(WriteProfile(FullProfile(), dir_).ok());
+  EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"optimizer_ms\": 0.5"));
+  absl::StatusOr<Profile> read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->statics[1].optimizer_ms, 0.5);
+  // A file written before the field existed: no "optimizer_ms" at all.
+  std::string text = Read("segment_1.json");
+  const size_t at = text.find("\"optimizer_ms\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, std::string("\"optimizer_ms\"").size(), "\"unrelated_ms\"");
+  Write("segment_1.json", text);
+  read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->statics[1].optimizer_ms, 0);
+  EXPECT_EQ(read->statics[1].parameter_count, 2000);
+  EXPECT_EQ(read->statics[2].optimizer_ms, 0.75);
+}
+
 TEST_F(ProfileFilesTest, MissingDirectoryOrProfileJsonIsNotFound) {
   absl::StatusOr<Profile> p = ReadProfile(dir_ + "/nowhere");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
@@ -153,6 +174,10 @@ TEST_F(ProfileFilesTest, MalformedFilesAreNamed) {
               HasSubstr("segment_1.json: micro_batches[0].\"forward_ms\" = -1.5 ms is negative"));
   EXPECT_THAT(Corrupt("segment_1.json", "\"forward_ms\": 1.5", "\"forward_ms\": \"fast\""),
               HasSubstr("\"forward_ms\" is a string, expected a double"));
+  EXPECT_THAT(Corrupt("segment_1.json", "\"optimizer_ms\": 0.5", "\"optimizer_ms\": -0.5"),
+              HasSubstr("segment_1.json: \"optimizer_ms\" = -0.5 ms is negative"));
+  EXPECT_THAT(Corrupt("segment_1.json", "\"optimizer_ms\": 0.5", "\"optimizer_ms\": \"slow\""),
+              HasSubstr("\"optimizer_ms\" is a string, expected a double"));
   EXPECT_THAT(Corrupt("segment_1.json", "\"segment\": 1", "\"segment\": 0"),
               HasSubstr("segment_1.json: \"segment\" = 0 but the file is for segment 1"));
   EXPECT_THAT(Corrupt("segment_0.json", "\"micro_batch_size\": 2", "\"micro_batch_size\": 1"),
@@ -200,6 +225,9 @@ TEST(ProfileTest, ValidateNamesTheProblem) {
   p.compute[1][2].stash_bytes = -1;
   EXPECT_THAT(message(p), HasSubstr("byte counts must be >= 0"));
   p = FullProfile();
+  p.statics[1].optimizer_ms = std::nan("");
+  EXPECT_THAT(message(p), HasSubstr("segment 1: optimizer_ms = nan must be finite and >= 0"));
+  p = FullProfile();
   p.send_across_nodes.points = {{10, 1}, {10, 2}};
   EXPECT_THAT(message(p), HasSubstr("send_across_nodes is not sorted by bytes"));
   p = FullProfile();
@@ -238,7 +266,7 @@ TEST(MergeProfileTest, ReplacesAndAdds) {
   for (auto& statics : update.statics) statics = {};
   update.compute[1][2] = Measurement(9);   // replaces
   update.compute[1][8] = Measurement(11);  // adds
-  update.statics[1] = {7, 70};
+  update.statics[1] = {7, 70, 1.5};
   update.send_within_node.points = {{512, 0.005}, {65536, 0.3}};
   update.send_across_nodes.points.clear();
   update.allreduce.clear();
@@ -250,7 +278,9 @@ TEST(MergeProfileTest, ReplacesAndAdds) {
   EXPECT_EQ(base.compute[1].at(1), Measurement(1.5));  // kept
   EXPECT_EQ(base.compute[0], FullProfile().compute[0]);
   EXPECT_EQ(base.statics[1].parameter_count, 7);
+  EXPECT_EQ(base.statics[1].optimizer_ms, 1.5);
   EXPECT_EQ(base.statics[0].parameter_count, 1000);  // update had nothing for segment 0
+  EXPECT_EQ(base.statics[0].optimizer_ms, 0.25);
   EXPECT_THAT(base.send_within_node.points,
               ElementsAre(Pair(512, 0.005), Pair(1024, 0.01), Pair(65536, 0.3)));
   EXPECT_EQ(base.send_across_nodes.points, FullProfile().send_across_nodes.points);

@@ -91,6 +91,8 @@ TEST_F(ProfilerTest, MeasuresEverySegmentAtEverySize) {
     EXPECT_GT(compute.at(4).activation_memory_bytes, compute.at(1).activation_memory_bytes);
     EXPECT_EQ(profile->statics[k].parameter_count, summary.segments[k].allocated);
     EXPECT_EQ(profile->statics[k].state_bytes, summary.segments[k].allocated * (4 + 4 + 4 + 8));
+    EXPECT_GT(profile->statics[k].optimizer_ms, 0);  // one Adam step over the segment
+    EXPECT_LT(profile->statics[k].optimizer_ms, 1000);
   }
   ASSERT_EQ(lines_.size(), 6u);
   EXPECT_THAT(lines_[0], HasSubstr("segment 0 of 3, micro-batch 1: forward "));
@@ -106,6 +108,7 @@ TEST_F(ProfilerTest, HalfPrecisionStateBytesIncludeFp32Masters) {
   EXPECT_EQ(profile->dtype, "bfloat16");
   const int64_t count = gpt2::Summarize(config_).segments[1].allocated;
   EXPECT_EQ(profile->statics[1].state_bytes, count * (2 + 2 + 4 + 4 + 8));
+  EXPECT_GT(profile->statics[1].optimizer_ms, 0);
   EXPECT_EQ(profile->compute[1].at(2).output_bytes, 2 * kSeq * kHidden * 2);
   EXPECT_EQ(profile->compute[1].at(2).stash_bytes, 2 * kSeq * kHidden * 2);
 }
@@ -116,6 +119,8 @@ TEST_F(ProfilerTest, OnlyTheChosenSegmentsAreMeasured) {
   ASSERT_TRUE(profile.ok()) << profile.status();
   EXPECT_TRUE(profile->compute[0].empty());
   EXPECT_EQ(profile->statics[0].parameter_count, 0);
+  EXPECT_EQ(profile->statics[0].optimizer_ms, 0);
+  EXPECT_GT(profile->statics[1].optimizer_ms, 0);
   EXPECT_EQ(profile->compute[1].size(), 1u);
   EXPECT_EQ(profile->compute[2].size(), 1u);
   EXPECT_EQ(lines_.size(), 2u);
