@@ -6,13 +6,11 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
-#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -234,8 +232,7 @@ std::string DescribeFiles(const varuna::CheckpointManifest& manifest, bool list_
       problems.push_back(std::string(file.status().message()));
       if (status->ok()) *status = file.status();
     } else {
-      const bool crc_ok = file->checksum.size == record.checksum.size &&
-                          file->checksum.crc32c == record.checksum.crc32c;
+      const bool crc_ok = file->checksum == record.checksum;
       crc = crc_ok ? "ok" : "MISMATCH";
       if (!crc_ok && status->ok()) {
         *status = absl::DataLossError(

@@ -1,6 +1,5 @@
 #include "trainer/hf_config.h"
 
-#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -81,13 +80,14 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std
     if (!value.ok()) return value.status();
     config.vocab_size = *value;
   }
-  const std::tuple<const char*, double, double*> doubles[] = {
-      {"layernorm_epsilon", 1e-5, &config.layernorm_epsilon},
-      {"hidden_dropout", 0.1, &config.hidden_dropout},
-      {"attention_dropout", 0.1, &config.attention_dropout},
+  // Missing ones keep HfModelConfig's defaults.
+  const std::pair<const char*, double*> doubles[] = {
+      {"layernorm_epsilon", &config.layernorm_epsilon},
+      {"hidden_dropout", &config.hidden_dropout},
+      {"attention_dropout", &config.attention_dropout},
   };
-  for (const auto& [key, fallback, field] : doubles) {
-    absl::StatusOr<double> value = NumberField(*model, key, fallback, source);
+  for (const auto& [key, field] : doubles) {
+    absl::StatusOr<double> value = NumberField(*model, key, *field, source);
     if (!value.ok()) return value.status();
     *field = *value;
   }

@@ -10,11 +10,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <optional>
 #include <system_error>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -57,18 +55,6 @@ struct CheckpointSource {
   std::string note;
 };
 
-// n for a directory name that is varuna::CheckpointDirName(n), else -1.
-int64_t IterationOfDirName(const std::string& name) {
-  const size_t underscore = name.rfind('_');
-  int64_t iteration = -1;
-  if (underscore == std::string::npos ||
-      !absl::SimpleAtoi(name.substr(underscore + 1), &iteration) || iteration < 0 ||
-      varuna::CheckpointDirName(iteration) != name) {
-    return -1;
-  }
-  return iteration;
-}
-
 absl::StatusOr<CheckpointSource> FindCheckpoint(const HfExportOptions& options) {
   const std::string path = WithoutTrailingSlashes(options.checkpoint);
   std::error_code error;
@@ -79,7 +65,7 @@ absl::StatusOr<CheckpointSource> FindCheckpoint(const HfExportOptions& options) 
                      "varuna_ckpt_<n> directory in it"));
   }
   CheckpointSource source;
-  const int64_t named = IterationOfDirName(fs::path(path).filename().string());
+  const int64_t named = varuna::CheckpointIterationOf(path);
   if (named >= 0) {
     if (options.iteration >= 0 && options.iteration != named) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -142,16 +128,6 @@ TokenizerChoice ChooseTokenizer(const HfExportOptions& options, const Value& met
                          " (pass --tokenizer-model PATH to use another file)")};
   }
   return {};
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  absl::StatusOr<varuna::PosixFile> file = varuna::PosixFile::OpenForRead(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<uint64_t> size = file->Size();
-  if (!size.ok()) return size.status();
-  std::string bytes(*size, '\0');
-  if (absl::Status s = file->ReadExactly(bytes.data(), bytes.size()); !s.ok()) return s;
-  return bytes;
 }
 
 // Converts segment `segment`'s tensors to Hugging Face tensors appended to `out`. Keeps the
@@ -335,7 +311,7 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
     absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(choice.path);
     if (!loaded.ok()) return WithPrefix(loaded.status(), absl::StrCat(choice.origin, ": "));
     tokenizer = std::move(*loaded);
-    absl::StatusOr<std::string> bytes = ReadWholeFile(choice.path);
+    absl::StatusOr<std::string> bytes = varuna::ReadFileToString(choice.path);
     if (!bytes.ok()) return bytes.status();
     tokenizer_bytes = std::move(*bytes);
     summary.tokenizer_model = choice.path;

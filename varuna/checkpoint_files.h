@@ -61,7 +61,8 @@ std::string CheckpointDirName(int64_t iteration);
 std::string SegmentFileName(int segment, int shard = -1);
 // "markers/rank_<rank>.json".
 std::string RankMarkerName(int rank);
-// The iteration of a checkpoint directory's name or path ("…/varuna_ckpt_12" -> 12), or -1.
+// The iteration of a checkpoint directory's name or path ("…/varuna_ckpt_12" -> 12), or -1
+// for any name CheckpointDirName does not produce (also "varuna_ckpt_012").
 int64_t CheckpointIterationOf(const std::string& path);
 
 // One file of a checkpoint.

@@ -52,9 +52,7 @@ absl::Status CheckFile(const std::string& path, const FileChecksum& expected,
   if (check == CheckpointCheck::kChecksums) {
     absl::StatusOr<FileChecksum> actual = ChecksumFile(path);
     if (!actual.ok()) return actual.status();
-    if (actual->crc32c != expected.crc32c || actual->size != expected.size) {
-      return ChecksumMismatch(path, *actual, expected);
-    }
+    if (*actual != expected) return ChecksumMismatch(path, *actual, expected);
   }
   return absl::OkStatus();
 }
@@ -154,7 +152,7 @@ absl::StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& loa
                                             "); the checkpoint is damaged"));
   }
   const FileChecksum actual = {text->size(), Crc32c(text->data(), text->size())};
-  if (actual.size != metadata_checksum->size || actual.crc32c != metadata_checksum->crc32c) {
+  if (actual != *metadata_checksum) {
     return absl::DataLossError(absl::StrCat(
         metadata_path, ": size or CRC-32C checksum mismatch (", actual.size, " bytes, ",
         Crc32cToHex(actual.crc32c), "; ", kCheckpointCompleteMarker, " records ",
@@ -302,8 +300,7 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& load_dir, int64
       // Listed in the manifest, of the recorded size, yet unreadable: damaged data.
       return absl::DataLossError(absl::StrCat(path, " cannot be read: ", file.status().message()));
     }
-    if (file->checksum.size != record.checksum.size ||
-        file->checksum.crc32c != record.checksum.crc32c) {
+    if (file->checksum != record.checksum) {
       return ChecksumMismatch(path, file->checksum, record.checksum);
     }
     NamedTensors& tensors = data.segments[record.segment];

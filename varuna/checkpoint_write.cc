@@ -1,5 +1,4 @@
 // Writing checkpoints (see checkpoint_files.h).
-#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,7 +111,9 @@ int64_t CheckpointIterationOf(const std::string& path) {
   const size_t slash = name.rfind('/');
   if (slash != absl::string_view::npos) name.remove_prefix(slash + 1);
   int64_t iteration;
+  // Only the names CheckpointDirName writes: digits without a leading zero.
   if (!absl::ConsumePrefix(&name, kDirPrefix) || name.empty() ||
+      (name.size() > 1 && name.front() == '0') ||
       !std::all_of(name.begin(), name.end(), absl::ascii_isdigit) ||
       !absl::SimpleAtoi(name, &iteration)) {
     return -1;
@@ -192,7 +193,7 @@ absl::Status MoveCheckpointFile(const std::string& from_dir, const std::string& 
   absl::StatusOr<FileChecksum> copied =
       CopyFile(from, JoinPath(to_dir, "." + name + ".tmp-"), &temp);
   absl::Status status = copied.status();
-  if (status.ok() && (copied->size != checksum.size || copied->crc32c != checksum.crc32c)) {
+  if (status.ok() && *copied != checksum) {
     status = absl::DataLossError(absl::StrCat(
         "copying ", from, " to ", to_dir, " gave ", copied->size, " bytes with CRC-32C ",
         Crc32cToHex(copied->crc32c), ", not the ", checksum.size, " bytes with ",
@@ -222,14 +223,13 @@ absl::Status WriteRankMarker(const std::string& save_dir, int64_t iteration, int
     entries.Set(file.name, ChecksumJson(file.checksum)).Set("segment", file.segment);
   }
   marker.Set("state", state.is_null() ? json::Value::MakeObject() : state);
-  const std::string markers =
-      JoinPath(JoinPath(save_dir, CheckpointDirName(iteration)), kCheckpointMarkerDir);
-  const std::string path = JoinPath(markers, absl::StrCat("rank_", rank, ".json"));
+  const std::string dir = JoinPath(save_dir, CheckpointDirName(iteration));
+  const std::string path = JoinPath(dir, RankMarkerName(rank));
   if (absl::Status s = WriteFileAtomically(path, path + ".tmp-", {json::Serialize(marker), "\n"});
       !s.ok()) {
     return s;
   }
-  return SyncDirectory(markers);
+  return SyncDirectory(JoinPath(dir, kCheckpointMarkerDir));
 }
 
 absl::Status FinalizeCheckpoint(const std::string& save_dir, int64_t iteration, int world_size,

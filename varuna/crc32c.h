@@ -28,6 +28,11 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n);
 struct FileChecksum {
   uint64_t size = 0;
   uint32_t crc32c = 0;
+
+  friend bool operator==(const FileChecksum& a, const FileChecksum& b) {
+    return a.size == b.size && a.crc32c == b.crc32c;
+  }
+  friend bool operator!=(const FileChecksum& a, const FileChecksum& b) { return !(a == b); }
 };
 
 // Reads the file at `path` once. Errors: an errno-derived status (NotFound, ...) naming the

@@ -123,6 +123,16 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  absl::StatusOr<PosixFile> file = PosixFile::OpenForRead(path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<uint64_t> size = file->Size();
+  if (!size.ok()) return size.status();
+  std::string content(*size, '\0');
+  if (absl::Status s = file->ReadExactly(content.data(), content.size()); !s.ok()) return s;
+  return content;
+}
+
 absl::Status WriteFileAtomically(const std::string& path, const std::string& temp_prefix,
                                  std::initializer_list<absl::string_view> pieces) {
   absl::StatusOr<PosixFile> file = PosixFile::CreateUnique(temp_prefix);

@@ -60,6 +60,9 @@ class PosixFile {
   std::string path_;
 };
 
+// The whole content of the file at `path`. Errors: errno statuses naming the file.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
 // fsyncs a directory so that entries created, renamed or removed in it are durable.
 absl::Status SyncDirectory(const std::string& dir);
 

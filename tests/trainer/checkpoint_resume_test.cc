@@ -184,7 +184,7 @@ TEST_F(CheckpointResumeTest, LatestSkipsADamagedCheckpoint) {
 }
 
 TEST_F(CheckpointResumeTest, CheckpointFlagsNeedSave) {
-  for (const std::string& flag : {"--keep-last=2", "--shard", "--checkpoint-tmpdir=/tmp/x"}) {
+  for (const char* flag : {"--keep-last=2", "--shard", "--checkpoint-tmpdir=/tmp/x"}) {
     Result r = Run(Plus(TinyModel(), {flag}), "bad");
     EXPECT_EQ(r.exit.code, 2) << flag;
     EXPECT_THAT(r.exit.output, HasSubstr("needs --save=DIR")) << flag;

@@ -459,6 +459,8 @@ TEST_F(CheckpointFilesTest, IterationOfADirectoryName) {
   EXPECT_EQ(CheckpointIterationOf("varuna_ckpt_12"), 12);
   EXPECT_EQ(CheckpointIterationOf("/a/b/varuna_ckpt_7/"), 7);
   EXPECT_EQ(CheckpointIterationOf("/a/varuna_ckpt_x"), -1);
+  EXPECT_EQ(CheckpointIterationOf("varuna_ckpt_012"), -1);  // not a name the writer uses
+  EXPECT_EQ(CheckpointIterationOf("varuna_ckpt_0"), 0);
   EXPECT_EQ(CheckpointIterationOf(".varuna_ckpt_3.replaced-abc"), -1);
 }
 
