@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "varuna/kernels/argument_checks.h"
+
 #ifdef VARUNA_WITH_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 
@@ -17,29 +19,16 @@ namespace {
 constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kCubic = 0.044715;
 
-void CheckDefined(const at::Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
-}
-
 void CheckInputs(const at::Tensor& x, const at::Tensor& bias, const char* op) {
   CheckDefined(x, op, "x");
   CheckDefined(bias, op, "bias");
   TORCH_CHECK(x.dim() >= 1, op, ": x must have shape [..., n], got a 0-dim tensor");
-  const at::ScalarType dtype = x.scalar_type();
-  TORCH_CHECK(
-      dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
-      op, ": x must be float32, float16, bfloat16 or float64, got ", dtype);
+  CheckFloatingType(x, op, "x");
   TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), op, ": bias has shape ", bias.sizes(),
               " but x has shape ", x.sizes(), "; bias must be [n] = [", x.size(-1), "]");
-  TORCH_CHECK(bias.scalar_type() == dtype, op, ": bias is ", bias.scalar_type(), " but x is ",
-              dtype, "; they must have the same dtype");
-  TORCH_CHECK(bias.device() == x.device(), op, ": bias is on ", bias.device(), " but x is on ",
-              x.device(), "; move them to the same device");
-}
-
-// fp32 for every dtype but float64, which stays float64.
-at::ScalarType ComputeType(at::ScalarType dtype) {
-  return dtype == at::kDouble ? at::kDouble : at::kFloat;
+  TORCH_CHECK(bias.scalar_type() == x.scalar_type(), op, ": bias is ", bias.scalar_type(),
+              " but x is ", x.scalar_type(), "; they must have the same dtype");
+  CheckSameDevice(bias, x, op, "bias", "x");
 }
 
 // The number of rows of n: the product of x's leading dims (well defined when n == 0 too).
@@ -76,9 +65,6 @@ BiasGeluGrads ReferenceBackward(const at::Tensor& grad_output, const at::Tensor&
 }
 
 #ifdef VARUNA_WITH_CUDA_KERNELS
-// The CUDA kernels take float32, float16 and bfloat16; float64 stays on the reference path.
-bool UseKernels(const at::Tensor& x) { return x.is_cuda() && x.scalar_type() != at::kDouble; }
-
 at::Tensor CudaForward(const at::Tensor& x, const at::Tensor& bias) {
   const char* op = "BiasGeluForward";
   const c10::cuda::CUDAGuard guard(x.device());
@@ -140,7 +126,7 @@ struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
 at::Tensor BiasGeluForward(const at::Tensor& x, const at::Tensor& bias) {
   CheckInputs(x, bias, "BiasGeluForward");
 #ifdef VARUNA_WITH_CUDA_KERNELS
-  if (UseKernels(x)) return CudaForward(x.contiguous(), bias.contiguous());
+  if (TakesCudaKernels(x)) return CudaForward(x.contiguous(), bias.contiguous());
 #endif
   // Contiguous inputs make ATen's elementwise results contiguous too.
   return ReferenceForward(x.contiguous(), bias);
@@ -150,16 +136,9 @@ BiasGeluGrads BiasGeluBackward(const at::Tensor& grad_output, const at::Tensor& 
                                const at::Tensor& bias) {
   const char* op = "BiasGeluBackward";
   CheckInputs(x, bias, op);
-  CheckDefined(grad_output, op, "grad_output");
-  TORCH_CHECK(grad_output.sizes() == x.sizes(), op, ": grad_output has shape ", grad_output.sizes(),
-              " but x has shape ", x.sizes(), "; they must match");
-  TORCH_CHECK(grad_output.scalar_type() == x.scalar_type(), op, ": grad_output is ",
-              grad_output.scalar_type(), " but x is ", x.scalar_type(),
-              "; they must have the same dtype");
-  TORCH_CHECK(grad_output.device() == x.device(), op, ": grad_output is on ", grad_output.device(),
-              " but x is on ", x.device(), "; move them to the same device");
+  CheckLike(grad_output, x, op, "grad_output", "x");
 #ifdef VARUNA_WITH_CUDA_KERNELS
-  if (UseKernels(x)) {
+  if (TakesCudaKernels(x)) {
     return CudaBackward(grad_output.contiguous(), x.contiguous(), bias.contiguous());
   }
 #endif

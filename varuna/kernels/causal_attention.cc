@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "varuna/kernels/argument_checks.h"
 #include "varuna/kernels/causal_softmax.h"
 
 namespace varuna::kernels {
@@ -21,7 +22,7 @@ constexpr AttentionBackend kAllBackends[] = {AttentionBackend::kFusedSoftmax,
                                              AttentionBackend::kSdpa};
 
 void CheckAttentionInput(const at::Tensor& t, const char* name, const at::Tensor& q) {
-  TORCH_CHECK(t.defined(), "CausalAttention: ", name, " is an undefined tensor");
+  CheckDefined(t, "CausalAttention", name);
   TORCH_CHECK(t.dim() == 4, "CausalAttention: ", name,
               " must have shape [batch, heads, seq, head_dim], got ", t.sizes());
   TORCH_CHECK(t.sizes() == q.sizes(), "CausalAttention: ", name, " has shape ", t.sizes(),
@@ -73,8 +74,7 @@ const char* AttentionBackendName(AttentionBackend backend) {
 
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double dropout, bool training, AttentionBackend backend) {
-  TORCH_CHECK(q.defined(), "CausalAttention: q is an undefined tensor");
-  CheckAttentionInput(q, "q", q);
+  CheckAttentionInput(q, "q", q);  // checks q.defined() before comparing q with itself
   CheckAttentionInput(k, "k", q);
   CheckAttentionInput(v, "v", q);
   TORCH_CHECK(c10::isFloatingType(q.scalar_type()),

@@ -6,6 +6,8 @@
 
 #include <limits>
 
+#include "varuna/kernels/argument_checks.h"
+
 #ifdef VARUNA_WITH_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 
@@ -17,18 +19,13 @@ namespace varuna::kernels {
 namespace {
 
 void CheckScoresLike(const at::Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
+  CheckDefined(t, op, name);
   TORCH_CHECK(t.dim() >= 2 && t.size(-1) == t.size(-2), op, ": ", name,
               " must have shape [..., s, s] (the last two dims equal), got ", t.sizes());
   const at::ScalarType dtype = t.scalar_type();
   TORCH_CHECK(
       dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
       op, ": ", name, " must be float32, float16, bfloat16 or (on the CPU) float64, got ", dtype);
-}
-
-// fp32 for every dtype but float64, which stays float64.
-at::ScalarType ComputeType(at::ScalarType dtype) {
-  return dtype == at::kDouble ? at::kDouble : at::kFloat;
 }
 
 // True above the diagonal of an [s, s] matrix: the columns a row may not see.
@@ -125,13 +122,7 @@ at::Tensor CausalSoftmaxBackward(const at::Tensor& grad_probs, const at::Tensor&
   const char* op = "CausalSoftmaxBackward";
   CheckScoresLike(probs, op, "probs");
   CheckScoresLike(grad_probs, op, "grad_probs");
-  TORCH_CHECK(grad_probs.sizes() == probs.sizes(), op, ": grad_probs has shape ",
-              grad_probs.sizes(), " but probs has shape ", probs.sizes(), "; they must match");
-  TORCH_CHECK(grad_probs.scalar_type() == probs.scalar_type(), op, ": grad_probs is ",
-              grad_probs.scalar_type(), " but probs is ", probs.scalar_type(),
-              "; they must have the same dtype");
-  TORCH_CHECK(grad_probs.device() == probs.device(), op, ": grad_probs is on ", grad_probs.device(),
-              " but probs is on ", probs.device(), "; they must be on the same device");
+  CheckLike(grad_probs, probs, op, "grad_probs", "probs");
   const at::Tensor grad = grad_probs.contiguous();
   const at::Tensor saved = probs.contiguous();
 #ifdef VARUNA_WITH_CUDA_KERNELS

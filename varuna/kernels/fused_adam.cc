@@ -4,7 +4,8 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
-#include <string>
+#include <utility>
+#include <vector>
 
 #ifdef VARUNA_WITH_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -83,15 +84,14 @@ void CheckArguments(const std::vector<at::Tensor>& masters, const std::vector<at
   if (n == 0) return;
   TORCH_CHECK(masters[0].defined(), kOp, ": masters[0] is undefined");
   const at::Tensor& first = masters[0];
+  // Tensor i's operands by name; one buffer for all i (this runs every optimizer step).
+  std::vector<std::pair<const char*, const at::Tensor*>> operands;
   for (size_t i = 0; i < n; ++i) {
-    CheckOperand(masters[i], "masters", i, first, false);
-    const std::pair<const char*, const at::Tensor*> state[] = {
-        {"grads", &grads[i]}, {"exp_avg", &exp_avg[i]}, {"exp_avg_sq", &exp_avg_sq[i]}};
-    std::vector<std::pair<std::string, const at::Tensor*>> operands = {{"masters", &masters[i]}};
-    for (const auto& [name, tensor] : state) {
-      CheckOperand(*tensor, name, i, first, false);
-      operands.emplace_back(name, tensor);
-    }
+    operands.assign({{"masters", &masters[i]},
+                     {"grads", &grads[i]},
+                     {"exp_avg", &exp_avg[i]},
+                     {"exp_avg_sq", &exp_avg_sq[i]}});
+    for (const auto& [name, tensor] : operands) CheckOperand(*tensor, name, i, first, false);
     const at::Tensor copy = CopyOf(masters, model_copies, i);
     if (copy.defined()) {
       CheckOperand(copy, "model_copies", i, first, true);

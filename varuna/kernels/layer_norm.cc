@@ -6,6 +6,8 @@
 
 #include <climits>
 
+#include "varuna/kernels/argument_checks.h"
+
 #ifdef VARUNA_WITH_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 
@@ -16,25 +18,13 @@
 namespace varuna::kernels {
 namespace {
 
-void CheckDefined(const at::Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
-}
-
-void CheckSameDevice(const at::Tensor& t, const at::Tensor& x, const char* op, const char* name) {
-  TORCH_CHECK(t.device() == x.device(), op, ": ", name, " is on ", t.device(), " but x is on ",
-              x.device(), "; move them to the same device");
-}
-
 // x's shape, dtype and device; returns h.
 int64_t CheckInput(const at::Tensor& x, const char* op) {
   CheckDefined(x, op, "x");
   TORCH_CHECK(x.dim() >= 1, op, ": x must have shape [..., h], got a 0-dim tensor");
   TORCH_CHECK(x.size(-1) >= 1, op, ": x has shape ", x.sizes(),
               "; its last dim (the normalised one) must be at least 1");
-  const at::ScalarType dtype = x.scalar_type();
-  TORCH_CHECK(
-      dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
-      op, ": x must be float32, float16, bfloat16 or float64, got ", dtype);
+  CheckFloatingType(x, op, "x");
   return x.size(-1);
 }
 
@@ -45,24 +35,19 @@ void CheckParameter(const at::Tensor& p, const at::Tensor& x, const char* op, co
   TORCH_CHECK(p.scalar_type() == x.scalar_type() || p.scalar_type() == at::kFloat, op, ": ", name,
               " is ", p.scalar_type(), " but x is ", x.scalar_type(), "; ", name,
               " must be x's dtype or float32");
-  CheckSameDevice(p, x, op, name);
-}
-
-// fp32 for every dtype but float64, which stays float64; also the dtype of mean and rstd.
-at::ScalarType ComputeType(at::ScalarType dtype) {
-  return dtype == at::kDouble ? at::kDouble : at::kFloat;
+  CheckSameDevice(p, x, op, name, "x");
 }
 
 void CheckStatistic(const at::Tensor& s, const at::Tensor& x, const char* op, const char* name) {
   CheckDefined(s, op, name);
   const int64_t rows = x.numel() / x.size(-1);
-  const at::ScalarType dtype = ComputeType(x.scalar_type());
+  const at::ScalarType dtype = ComputeType(x.scalar_type());  // also mean's and rstd's
   TORCH_CHECK(s.dim() == 1 && s.size(0) == rows, op, ": ", name, " has shape ", s.sizes(),
               " but x has ", rows, " rows; pass the ", name, " LayerNormForward returned for x");
   TORCH_CHECK(s.scalar_type() == dtype, op, ": ", name, " is ", s.scalar_type(), " but must be ",
               dtype, " for x of ", x.scalar_type(), "; pass the ", name,
               " LayerNormForward returned for x");
-  CheckSameDevice(s, x, op, name);
+  CheckSameDevice(s, x, op, name, "x");
 }
 
 LayerNormForwardResult ReferenceForward(const at::Tensor& x, const at::Tensor& weight,
@@ -97,9 +82,6 @@ LayerNormGrads ReferenceBackward(const at::Tensor& grad_output, const at::Tensor
 }
 
 #ifdef VARUNA_WITH_CUDA_KERNELS
-// The CUDA kernels take float32, float16 and bfloat16; float64 stays on the reference path.
-bool UseKernels(const at::Tensor& x) { return x.is_cuda() && x.scalar_type() != at::kDouble; }
-
 void CheckKernelHidden(int64_t h, const char* op) {
   TORCH_CHECK(h <= INT_MAX, op, ": rows of ", h,
               " elements are longer than the CUDA kernels take (", INT_MAX, ")");
@@ -199,7 +181,7 @@ LayerNormForwardResult LayerNormForward(const at::Tensor& x, const at::Tensor& w
               " but weight is ", weight.scalar_type(), "; they must have the same dtype");
   TORCH_CHECK(epsilon >= 0, op, ": epsilon is ", epsilon, "; it must be >= 0 (e.g. 1e-5)");
 #ifdef VARUNA_WITH_CUDA_KERNELS
-  if (UseKernels(x)) {
+  if (TakesCudaKernels(x)) {
     return CudaForward(x.contiguous(), weight.contiguous(), bias.contiguous(), epsilon);
   }
 #endif
@@ -212,18 +194,12 @@ LayerNormGrads LayerNormBackward(const at::Tensor& grad_output, const at::Tensor
                                  const at::Tensor& weight) {
   const char* op = "LayerNormBackward";
   CheckInput(x, op);
-  CheckDefined(grad_output, op, "grad_output");
-  TORCH_CHECK(grad_output.sizes() == x.sizes(), op, ": grad_output has shape ", grad_output.sizes(),
-              " but x has shape ", x.sizes(), "; they must match");
-  TORCH_CHECK(grad_output.scalar_type() == x.scalar_type(), op, ": grad_output is ",
-              grad_output.scalar_type(), " but x is ", x.scalar_type(),
-              "; they must have the same dtype");
-  CheckSameDevice(grad_output, x, op, "grad_output");
+  CheckLike(grad_output, x, op, "grad_output", "x");
   CheckStatistic(mean, x, op, "mean");
   CheckStatistic(rstd, x, op, "rstd");
   CheckParameter(weight, x, op, "weight");
 #ifdef VARUNA_WITH_CUDA_KERNELS
-  if (UseKernels(x)) {
+  if (TakesCudaKernels(x)) {
     return CudaBackward(grad_output.contiguous(), x.contiguous(), mean.contiguous(),
                         rstd.contiguous(), weight.contiguous());
   }

@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -21,15 +20,10 @@ namespace varuna::kernels {
 namespace {
 
 using ::varuna::kernels::testing::AllClose;
-using ::varuna::kernels::testing::ErrorOf;
 using ::varuna::kernels::testing::RandomTensor;
 using ::varuna::kernels::testing::ToleranceFor;
 
-// Single-threaded ATen: the default test run shares two cores with other tests.
-class CausalAttentionTest : public ::testing::Test {
- protected:
-  void SetUp() override { at::set_num_threads(1); }
-};
+using CausalAttentionTest = testing::KernelTest;
 
 constexpr AttentionBackend kBackends[] = {AttentionBackend::kFusedSoftmax, AttentionBackend::kSdpa};
 
@@ -179,25 +173,18 @@ TEST_F(CausalAttentionTest, MisuseThrowsNamingTheArgument) {
                          double dropout = 0.0) {
     return [=] { CausalAttention(q, k, v, dropout, true, AttentionBackend::kFusedSoftmax); };
   };
-  EXPECT_NE(ErrorOf(attend(at::randn({2, 4, 8}, options), t, t))
-                .find("CausalAttention: q must have shape [batch, heads, seq, head_dim], got "
-                      "[2, 4, 8]"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf(attend(t, at::randn({1, 2, 5, 8}, options), t))
-                .find("k has shape [1, 2, 5, 8] but q has shape [1, 2, 4, 8]"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf(attend(t, t, t.to(at::kHalf)))
-                .find("v is Half but q is Float; q, k and v must have the same dtype"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf(attend(t, t, at::Tensor())).find("v is an undefined tensor"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf(attend(t.to(at::kInt), t.to(at::kInt), t.to(at::kInt)))
-                .find("q, k and v must be floating point, got Int"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf(attend(t, t, t, 1.0)).find("dropout must be in [0, 1), got 1"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf(attend(t, t, t, -0.1)).find("dropout must be in [0, 1), got -0.1"),
-            std::string::npos);
+  EXPECT_KERNEL_ERROR(attend(at::randn({2, 4, 8}, options), t, t)(),
+                      "CausalAttention: q must have shape [batch, heads, seq, head_dim], got "
+                      "[2, 4, 8]");
+  EXPECT_KERNEL_ERROR(attend(t, at::randn({1, 2, 5, 8}, options), t)(),
+                      "k has shape [1, 2, 5, 8] but q has shape [1, 2, 4, 8]");
+  EXPECT_KERNEL_ERROR(attend(t, t, t.to(at::kHalf))(),
+                      "v is Half but q is Float; q, k and v must have the same dtype");
+  EXPECT_KERNEL_ERROR(attend(t, t, at::Tensor())(), "v is an undefined tensor");
+  EXPECT_KERNEL_ERROR(attend(t.to(at::kInt), t.to(at::kInt), t.to(at::kInt))(),
+                      "q, k and v must be floating point, got Int");
+  EXPECT_KERNEL_ERROR(attend(t, t, t, 1.0)(), "dropout must be in [0, 1), got 1");
+  EXPECT_KERNEL_ERROR(attend(t, t, t, -0.1)(), "dropout must be in [0, 1), got -0.1");
 }
 
 TEST_F(CausalAttentionTest, MeasuresBothBackendsWithoutTouchingTheDefaultGenerator) {
@@ -216,14 +203,10 @@ TEST_F(CausalAttentionTest, MeasuresBothBackendsWithoutTouchingTheDefaultGenerat
   const AttentionBackend faster = FasterAttentionBackend(timings);
   EXPECT_TRUE(faster == AttentionBackend::kFusedSoftmax || faster == AttentionBackend::kSdpa);
 
-  EXPECT_NE(ErrorOf([&] {
-              MeasureAttentionBackends(device, 1, 0, 16, 8, at::kFloat, 1);
-            }).find("batch, heads, seq and head_dim must be positive, got 1, 0, 16, 8"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] {
-              MeasureAttentionBackends(device, 1, 2, 16, 8, at::kFloat, 0);
-            }).find("iterations must be positive, got 0"),
-            std::string::npos);
+  EXPECT_KERNEL_ERROR(MeasureAttentionBackends(device, 1, 0, 16, 8, at::kFloat, 1),
+                      "batch, heads, seq and head_dim must be positive, got 1, 0, 16, 8");
+  EXPECT_KERNEL_ERROR(MeasureAttentionBackends(device, 1, 2, 16, 8, at::kFloat, 0),
+                      "iterations must be positive, got 0");
 }
 
 TEST_F(CausalAttentionTest, FasterBackendIsTheSmallestTime) {
@@ -232,10 +215,8 @@ TEST_F(CausalAttentionTest, FasterBackendIsTheSmallestTime) {
   EXPECT_EQ(FasterAttentionBackend({{B::kFusedSoftmax, 1.0}, {B::kSdpa, 1.5}}), B::kFusedSoftmax);
   EXPECT_EQ(FasterAttentionBackend({{B::kSdpa, 1.0}, {B::kFusedSoftmax, 1.0}}), B::kSdpa);
   EXPECT_EQ(FasterAttentionBackend({{B::kFusedSoftmax, 3.0}}), B::kFusedSoftmax);
-  EXPECT_NE(ErrorOf([] {
-              FasterAttentionBackend({});
-            }).find("FasterAttentionBackend: no timings to choose from"),
-            std::string::npos);
+  EXPECT_KERNEL_ERROR(FasterAttentionBackend({}),
+                      "FasterAttentionBackend: no timings to choose from");
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include "varuna/kernels/causal_softmax.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -20,15 +19,11 @@ namespace varuna::kernels {
 namespace {
 
 using ::varuna::kernels::testing::AllClose;
-using ::varuna::kernels::testing::ErrorOf;
 using ::varuna::kernels::testing::RandomTensor;
 using ::varuna::kernels::testing::ToleranceFor;
+using ::varuna::kernels::testing::Unaligned;
 
-// Single-threaded ATen: the default test run shares two cores with other tests.
-class CausalSoftmaxTest : public ::testing::Test {
- protected:
-  void SetUp() override { at::set_num_threads(1); }
-};
+using CausalSoftmaxTest = testing::KernelTest;
 
 std::string Describe(at::IntArrayRef shape, at::ScalarType dtype, double scale) {
   std::ostringstream out;
@@ -216,14 +211,8 @@ TEST_F(CausalSoftmaxTest, UnalignedAndNonContiguousInputsMatchNaive) {
     const std::vector<int64_t> shape = {3, 64, 64};
     const at::Tensor scores = RandomTensor(shape, 51, 2.0).to(device, dtype);
     const at::Tensor grad = RandomTensor(shape, 52).to(device, dtype);
-    // One element into a buffer: contiguous, but not 16-byte aligned (the scalar kernels).
-    const auto unaligned = [&](const at::Tensor& t) {
-      at::Tensor buffer = at::empty({t.numel() + 1}, t.options());
-      at::Tensor view = buffer.narrow(0, 1, t.numel()).view(t.sizes());
-      view.copy_(t);
-      return view;
-    };
-    ExpectMatchesNaive(unaligned(scores), unaligned(grad), 0.5,
+    // Contiguous, but not 16-byte aligned (the scalar kernels).
+    ExpectMatchesNaive(Unaligned(scores), Unaligned(grad), 0.5,
                        Describe(shape, dtype, 0.5) + " unaligned");
     // A transposed view: the op reads it as its logical values.
     const at::Tensor transposed = scores.transpose(-1, -2);
@@ -283,51 +272,31 @@ TEST_F(CausalSoftmaxTest, MisuseThrowsNamingTheProblem) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
   const auto options = at::TensorOptions().device(device);
   const at::Tensor good = at::randn({2, 4, 4}, options);
-  EXPECT_NE(ErrorOf([&] {
-              CausalSoftmaxForward(at::randn({4}, options), 1.0);
-            }).find("CausalSoftmaxForward: scores must have shape [..., s, s]"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] {
-              CausalSoftmaxForward(at::randn({2, 4, 5}, options), 1.0);
-            }).find("(the last two dims equal), got [2, 4, 5]"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] {
-              CausalSoftmaxForward(good.to(at::kInt), 1.0);
-            }).find("scores must be float32, float16, bfloat16 or (on the CPU) float64, got Int"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] {
-              CausalSoftmaxForward(at::Tensor(), 1.0);
-            }).find("scores is an undefined tensor"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] {
-              CausalSoftmaxBackward(at::randn({2, 5, 5}, options), good, 1.0);
-            })
-                .find("CausalSoftmaxBackward: grad_probs has shape [2, 5, 5] but probs has "
-                      "shape [2, 4, 4]"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] {
-              CausalSoftmaxBackward(good.to(at::kHalf), good, 1.0);
-            }).find("grad_probs is Half but probs is Float; they must have the same dtype"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] {
-              CausalSoftmaxBackward(good, at::randn({4, 3}, options), 1.0);
-            }).find("probs must have shape [..., s, s]"),
-            std::string::npos);
+  EXPECT_KERNEL_ERROR(CausalSoftmaxForward(at::randn({4}, options), 1.0),
+                      "CausalSoftmaxForward: scores must have shape [..., s, s]");
+  EXPECT_KERNEL_ERROR(CausalSoftmaxForward(at::randn({2, 4, 5}, options), 1.0),
+                      "(the last two dims equal), got [2, 4, 5]");
+  EXPECT_KERNEL_ERROR(CausalSoftmaxForward(good.to(at::kInt), 1.0),
+                      "scores must be float32, float16, bfloat16 or (on the CPU) float64, got Int");
+  EXPECT_KERNEL_ERROR(CausalSoftmaxForward(at::Tensor(), 1.0), "scores is an undefined tensor");
+  EXPECT_KERNEL_ERROR(CausalSoftmaxBackward(at::randn({2, 5, 5}, options), good, 1.0),
+                      "CausalSoftmaxBackward: grad_probs has shape [2, 5, 5] but probs has "
+                      "shape [2, 4, 4]");
+  EXPECT_KERNEL_ERROR(CausalSoftmaxBackward(good.to(at::kHalf), good, 1.0),
+                      "grad_probs is Half but probs is Float; they must have the same dtype");
+  EXPECT_KERNEL_ERROR(CausalSoftmaxBackward(good, at::randn({4, 3}, options), 1.0),
+                      "probs must have shape [..., s, s]");
   if (device.is_cuda()) {
-    EXPECT_NE(ErrorOf([&] { CausalSoftmaxForward(good.to(at::kDouble), 1.0); })
-                  .find("CausalSoftmaxForward: the CUDA kernel takes float32, float16 or "
-                        "bfloat16, not Double"),
-              std::string::npos);
-    EXPECT_NE(ErrorOf([&] {
-                CausalSoftmaxBackward(good.cpu(), good, 1.0);
-              }).find("grad_probs is on cpu but probs is on cuda:0"),
-              std::string::npos);
+    EXPECT_KERNEL_ERROR(CausalSoftmaxForward(good.to(at::kDouble), 1.0),
+                        "CausalSoftmaxForward: the CUDA kernel takes float32, float16 or "
+                        "bfloat16, not Double");
+    EXPECT_KERNEL_ERROR(CausalSoftmaxBackward(good.cpu(), good, 1.0),
+                        "grad_probs is on cpu but probs is on cuda:0");
     // One row past the kernels' longest: refused before any launch.
     const at::Tensor too_long = at::empty({1, 16385, 16385}, options.dtype(at::kHalf));
-    EXPECT_NE(ErrorOf([&] { CausalSoftmaxForward(too_long, 1.0); })
-                  .find("rows of 16385 columns are longer than the CUDA kernel takes (16384); "
-                        "use the sdpa attention backend"),
-              std::string::npos);
+    EXPECT_KERNEL_ERROR(CausalSoftmaxForward(too_long, 1.0),
+                        "rows of 16385 columns are longer than the CUDA kernel takes (16384); "
+                        "use the sdpa attention backend");
   }
 }
 

@@ -6,7 +6,6 @@
 #include "varuna/kernels/fused_adam.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
@@ -21,7 +20,6 @@ namespace varuna::kernels {
 namespace {
 
 using testing::AllClose;
-using testing::ErrorOf;
 using testing::RandomTensor;
 using testing::ToleranceFor;
 
@@ -142,10 +140,7 @@ void ExpectBitwiseEqual(const std::vector<at::Tensor>& actual,
   }
 }
 
-class FusedAdamStepTest : public ::testing::Test {
- protected:
-  void SetUp() override { at::set_num_threads(1); }
-};
+using FusedAdamStepTest = testing::KernelTest;
 
 TEST_F(FusedAdamStepTest, ThreeStepsMatchFloat64WithAndWithoutModelCopies) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);

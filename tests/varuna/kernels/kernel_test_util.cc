@@ -1,7 +1,9 @@
 #include "tests/varuna/kernels/kernel_test_util.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -11,6 +13,8 @@
 #endif
 
 namespace varuna::kernels::testing {
+
+void KernelTest::SetUp() { at::set_num_threads(1); }
 
 std::optional<c10::Device> KernelDevice() {
 #ifdef VARUNA_KERNEL_TEST_CUDA
@@ -39,6 +43,10 @@ Tolerance ToleranceFor(at::ScalarType dtype, double magnitude) {
     default:
       return {0, 0};
   }
+}
+
+double Magnitude(const at::Tensor& t) {
+  return t.numel() == 0 ? 1.0 : std::max(1e-3, t.abs().max().item<double>());
 }
 
 ::testing::AssertionResult AllClose(const at::Tensor& actual, const at::Tensor& expected,

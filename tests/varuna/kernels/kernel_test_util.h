@@ -1,6 +1,6 @@
-// What the kernel equivalence tests of varuna/kernels share: the device the op under test runs
-// on (CPU in <name>, CUDA in <name>_gpu; see kernel_test.bzl), tolerances by dtype, and a
-// comparison that reports the worst element.
+// What the kernel equivalence tests of varuna/kernels share: a fixture, the device the op under
+// test runs on (CPU in <name>, CUDA in <name>_gpu; see kernel_test.bzl), tolerances by dtype,
+// and a comparison that reports the worst element.
 #ifndef TESTS_VARUNA_KERNELS_KERNEL_TEST_UTIL_H_
 #define TESTS_VARUNA_KERNELS_KERNEL_TEST_UTIL_H_
 
@@ -12,6 +12,13 @@
 #include <string>
 
 namespace varuna::kernels::testing {
+
+// The fixture of the kernel tests: single-threaded ATen, since the default test run shares two
+// cores with other tests.
+class KernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+};
 
 // The device this test binary runs ops on: CPU, or in the _gpu target the first CUDA device;
 // nullopt when the _gpu target finds no usable GPU (the test then skips).
@@ -34,6 +41,10 @@ struct Tolerance {
   double atol;
 };
 Tolerance ToleranceFor(at::ScalarType dtype, double magnitude = 1.0);
+
+// The largest magnitude in `t` (at least 1e-3, so that all-zero results are not compared
+// exactly; 1 when `t` is empty): the `magnitude` of ToleranceFor for results like `t`.
+double Magnitude(const at::Tensor& t);
 
 // Passes when |actual - expected| <= atol + rtol * |expected| everywhere (both are compared as
 // float64 on the CPU; shapes must match and actual must be finite wherever expected is).

@@ -4,7 +4,6 @@
 #include "varuna/kernels/multi_tensor.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +17,6 @@ namespace varuna::kernels {
 namespace {
 
 using testing::AllClose;
-using testing::ErrorOf;
 using testing::RandomTensor;
 using testing::ToleranceFor;
 
@@ -69,10 +67,7 @@ float Value(const at::Tensor& scalar, c10::Device device) {
   return scalar.cpu().item<float>();
 }
 
-class MultiTensorTest : public ::testing::Test {
- protected:
-  void SetUp() override { at::set_num_threads(1); }
-};
+using MultiTensorTest = testing::KernelTest;
 
 TEST_F(MultiTensorTest, UnscaleMatchesFloat64InEveryDtype) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);

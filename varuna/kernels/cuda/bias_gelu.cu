@@ -121,8 +121,6 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // The backward's block shape and grid for chunks of kVec.
 struct BackwardPlan {
   dim3 block;

@@ -22,12 +22,6 @@
 namespace varuna::kernels::cuda {
 namespace {
 
-// kVec elements as one aligned unit, moved by a single vector load or store.
-template <typename T, int kVec>
-struct alignas(sizeof(T) * kVec) RowPack {
-  T v[kVec];
-};
-
 // Threads per block: warp kernels put kWarpRowsPerBlock rows in a block, block kernels one.
 constexpr int kWarpRowsPerBlock = 4;
 
@@ -59,14 +53,16 @@ __device__ __forceinline__ float RowSum(float x, float* scratch) {
   }
 }
 
+// kVec elements as one vector load or store (AlignedVector of common.cuh); the kernels mask
+// single elements of a pack, so they convert to and from fp32 themselves.
 template <typename T, int kVec>
-__device__ __forceinline__ RowPack<T, kVec> LoadPack(const T* p) {
-  return *reinterpret_cast<const RowPack<T, kVec>*>(p);
+__device__ __forceinline__ AlignedVector<T, kVec> LoadPack(const T* p) {
+  return *reinterpret_cast<const AlignedVector<T, kVec>*>(p);
 }
 
 template <typename T, int kVec>
-__device__ __forceinline__ void StorePack(T* p, const RowPack<T, kVec>& pack) {
-  *reinterpret_cast<RowPack<T, kVec>*>(p) = pack;
+__device__ __forceinline__ void StorePack(T* p, const AlignedVector<T, kVec>& pack) {
+  *reinterpret_cast<AlignedVector<T, kVec>*>(p) = pack;
 }
 
 template <typename T, int kThreads, int kElements, int kVec>
@@ -93,7 +89,7 @@ __global__ void __launch_bounds__(BlockThreads<kThreads>())
     for (int c = 0; c < kChunks; ++c) {
       const int col = (c * kThreads + lane) * kVec;
       if (col <= last) {  // then the whole chunk is inside the row (columns % kVec == 0)
-        const RowPack<T, kVec> pack = LoadPack<T, kVec>(in + col);
+        const AlignedVector<T, kVec> pack = LoadPack<T, kVec>(in + col);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           x[c * kVec + e] = col + e <= last ? scale * ToFloat(pack.v[e]) : -INFINITY;
@@ -117,7 +113,7 @@ __global__ void __launch_bounds__(BlockThreads<kThreads>())
     for (int c = 0; c < kChunks; ++c) {
       const int col = (c * kThreads + lane) * kVec;
       if (col < columns) {
-        RowPack<T, kVec> pack;
+        AlignedVector<T, kVec> pack;
 #pragma unroll
         for (int e = 0; e < kVec; ++e) pack.v[e] = FromFloat<T>(x[c * kVec + e] * inverse);
         StorePack<T, kVec>(out + col, pack);
@@ -151,8 +147,8 @@ __global__ void __launch_bounds__(BlockThreads<kThreads>())
     for (int c = 0; c < kChunks; ++c) {
       const int col = (c * kThreads + lane) * kVec;
       if (col <= last) {
-        const RowPack<T, kVec> g_pack = LoadPack<T, kVec>(grad_probs + offset + col);
-        const RowPack<T, kVec> p_pack = LoadPack<T, kVec>(probs + offset + col);
+        const AlignedVector<T, kVec> g_pack = LoadPack<T, kVec>(grad_probs + offset + col);
+        const AlignedVector<T, kVec> p_pack = LoadPack<T, kVec>(probs + offset + col);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           const bool visible = col + e <= last;
@@ -173,7 +169,7 @@ __global__ void __launch_bounds__(BlockThreads<kThreads>())
     for (int c = 0; c < kChunks; ++c) {
       const int col = (c * kThreads + lane) * kVec;
       if (col < columns) {
-        RowPack<T, kVec> pack;
+        AlignedVector<T, kVec> pack;
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           const int k = c * kVec + e;
@@ -183,10 +179,6 @@ __global__ void __launch_bounds__(BlockThreads<kThreads>())
       }
     }
   }
-}
-
-bool IsAligned(const void* p, int bytes) {
-  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
 
 // The widest chunk for kElements values of T per thread: 16 bytes, or all kElements if fewer.

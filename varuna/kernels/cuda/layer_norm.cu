@@ -52,8 +52,6 @@ constexpr int kBackwardThreadsPerSm = 1024;
 constexpr int kGatherFloats = kBackwardBlockThreads / 2 * kBackwardElements;
 constexpr int kStreamingThreads = 512;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Threads per row (P) and rows per block (R) of the register path.
 struct RowLayout {
   int threads_per_row;
