@@ -11,7 +11,8 @@ using varuna::kernels::AttentionBackendName;
 absl::StatusOr<AttentionChoice> ChooseAttentionBackend(const std::string& flag,
                                                        const c10::Device& device,
                                                        at::ScalarType dtype,
-                                                       const AttentionShape& shape) {
+                                                       const gpt2::Gpt2Config& model,
+                                                       int64_t micro_batch) {
   if (flag != "auto") {
     absl::StatusOr<AttentionBackend> backend = varuna::kernels::ParseAttentionBackend(flag);
     if (!backend.ok()) {
@@ -27,8 +28,8 @@ absl::StatusOr<AttentionChoice> ChooseAttentionBackend(const std::string& flag,
   }
   constexpr int kIterations = 5;
   const std::vector<varuna::kernels::AttentionTiming> timings =
-      varuna::kernels::MeasureAttentionBackends(device, shape.micro_batch, shape.heads,
-                                                shape.seq_length, shape.head_dim, dtype,
+      varuna::kernels::MeasureAttentionBackends(device, micro_batch, model.num_attention_heads,
+                                                model.seq_length, model.head_dim(), dtype,
                                                 kIterations);
   const AttentionBackend faster = varuna::kernels::FasterAttentionBackend(timings);
   std::string measured;
@@ -37,9 +38,10 @@ absl::StatusOr<AttentionChoice> ChooseAttentionBackend(const std::string& flag,
                     absl::StrFormat(" %.3f ms", timing.milliseconds));
   }
   return AttentionChoice{
-      faster, absl::StrCat(AttentionBackendName(faster), " (auto: forward + backward of [",
-                           shape.micro_batch, ", ", shape.heads, ", ", shape.seq_length, ", ",
-                           shape.head_dim, "] ", c10::toString(dtype), ": ", measured, ")")};
+      faster,
+      absl::StrCat(AttentionBackendName(faster), " (auto: forward + backward of [", micro_batch,
+                   ", ", model.num_attention_heads, ", ", model.seq_length, ", ", model.head_dim(),
+                   "] ", c10::toString(dtype), ": ", measured, ")")};
 }
 
 }  // namespace trainer

@@ -18,28 +18,24 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "models/gpt2/config.h"
 #include "varuna/kernels/causal_attention.h"
 
 namespace trainer {
-
-struct AttentionShape {
-  int64_t micro_batch = 1;
-  int64_t heads = 1;
-  int64_t seq_length = 1;
-  int64_t head_dim = 1;
-};
 
 struct AttentionChoice {
   varuna::kernels::AttentionBackend backend;
   std::string reason;  // For the log: "sdpa (auto: 1.92 ms vs fused-softmax 2.71 ms ...)".
 };
 
-// Resolves `flag` (the value of --attention-backend) for `device` and `dtype`. InvalidArgument
-// naming the flag and the valid values when it is none of them.
+// Resolves `flag` (the value of --attention-backend) for `device` and `dtype`; auto on CUDA
+// measures the attention of `model` at `micro_batch` sequences. InvalidArgument naming the flag
+// and the valid values when it is none of them.
 absl::StatusOr<AttentionChoice> ChooseAttentionBackend(const std::string& flag,
                                                        const c10::Device& device,
                                                        at::ScalarType dtype,
-                                                       const AttentionShape& shape);
+                                                       const gpt2::Gpt2Config& model,
+                                                       int64_t micro_batch);
 
 }  // namespace trainer
 

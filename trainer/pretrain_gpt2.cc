@@ -1,7 +1,7 @@
 // pretrain_gpt2: Megatron-LM's pretrain_gpt2 in C++, on the Varuna engine.
 //
 //   bazel run //trainer:pretrain_gpt2                      # the sample run (see README)
-//   bazel run //trainer:pretrain_gpt2 -- --preset=gpt2-355m --data-path=DATA_text_document \
+//   bazel run //trainer:pretrain_gpt2 -- --preset=gpt2-355m --data-path=DATA_text_document
 //       --tokenizer-model=spm.model --batch-size=8 --train-iters=1000 --lr=1.5e-4 --save=ckpts
 //
 // One step: the data gives this replica's batch, Varuna::step runs forward, backward and the
@@ -276,7 +276,6 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
                        "node runs (//varuna:launch sets it to --gpus_per_node)"));
     }
   }
-  if (engine.device.is_cuda()) at::accelerator::setDeviceIndex(engine.device.index());
   // The sample run's default metrics file is for training; profiling writes one only if asked.
   const bool rank0 = engine.rank == 0;
   const std::string metrics = !rank0 || (a.sample_run && !a.WasGiven("metrics-file"))
@@ -296,13 +295,9 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
           "communication curves");
     }
   }
-  AttentionShape attention_shape;
-  attention_shape.micro_batch = a.profile_micro_batch_sizes.back();
-  attention_shape.heads = config.num_attention_heads;
-  attention_shape.seq_length = config.seq_length;
-  attention_shape.head_dim = config.hidden_size / config.num_attention_heads;
   absl::StatusOr<AttentionChoice> attention =
-      ChooseAttentionBackend(a.attention_backend, engine.device, engine.dtype, attention_shape);
+      ChooseAttentionBackend(a.attention_backend, engine.device, engine.dtype, config,
+                             /*micro_batch=*/a.profile_micro_batch_sizes.back());
   if (!attention.ok()) return attention.status();
   (*log)->Info(absl::StrCat("> attention: ", attention->reason));
   ProfileModeOptions options;
@@ -338,15 +333,15 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   absl::StatusOr<varuna::VarunaOptions> engine_options_or = EngineOptions(a);
   if (!engine_options_or.ok()) return engine_options_or.status();
   varuna::VarunaOptions& engine_options = *engine_options_or;
-  if (a.profiling) return ProfileMode(a, *config, engine_options);
-  if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
-      !status.ok()) {
-    return status;
-  }
   // This rank's GPU becomes the process's current device before anything touches CUDA, so
   // that work naming no device (c10d's, NCCL's, LibTorch's) lands there and not on GPU 0.
   if (engine_options.device.is_cuda()) {
     at::accelerator::setDeviceIndex(engine_options.device.index());
+  }
+  if (a.profiling) return ProfileMode(a, *config, engine_options);
+  if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
+      !status.ok()) {
+    return status;
   }
   const int world_size = engine_options.stage_map.world_size();
   if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
@@ -436,13 +431,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   log.Info(absl::StrCat("> data: ", (*data)->Describe()));
 
   // Engine and optimizer.
-  AttentionShape attention_shape;
-  attention_shape.micro_batch = a.chunk_size > 0 ? a.chunk_size : a.batch_size;
-  attention_shape.heads = config->num_attention_heads;
-  attention_shape.seq_length = config->seq_length;
-  attention_shape.head_dim = config->hidden_size / config->num_attention_heads;
   absl::StatusOr<AttentionChoice> attention = ChooseAttentionBackend(
-      a.attention_backend, engine_options.device, engine_options.dtype, attention_shape);
+      a.attention_backend, engine_options.device, engine_options.dtype, *config,
+      /*micro_batch=*/a.chunk_size > 0 ? a.chunk_size : a.batch_size);
   if (!attention.ok()) return attention.status();
   log.Info(absl::StrCat("> attention: ", attention->reason));
   gpt2::Gpt2ExecutionOptions execution;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "trainer/hf_config.h"
+#include "varuna/comm/status_agreement.h"
 #include "varuna/comm/world.h"
 #include "varuna/comm_profiler.h"
 #include "varuna/json.h"
@@ -109,45 +110,6 @@ class RemoveOnExit {
   std::string path_;
 };
 
-// Collective over `world`: OK when `local` is OK on every rank; otherwise, on every rank, the
-// error of the lowest failing rank (its message through the rendezvous store, prefixed
-// "rank r: "), or the world group's error when the ranks cannot even agree (a dead rank).
-absl::Status AgreeOnStatus(varuna::comm::World& world, const std::string& step,
-                           const absl::Status& local) {
-  const std::string key = absl::StrCat("profiling/", step, "/");
-  if (!local.ok()) {
-    const std::string message(local.message());
-    try {
-      world.store().set(key + std::to_string(world.rank()),
-                        std::vector<uint8_t>(message.begin(), message.end()));
-    } catch (const std::exception&) {
-      // The others then name only the failing rank.
-    }
-  }
-  at::Tensor codes = at::zeros({world.size()}, at::kInt);
-  codes[world.rank()] = static_cast<int>(local.code());
-  if (absl::Status status = world.group().AllReduceSum(codes); !status.ok()) {
-    return local.ok() ? status : local;
-  }
-  for (int r = 0; r < world.size(); ++r) {
-    const int code = codes[r].item<int>();
-    if (code == 0) continue;
-    if (r == world.rank()) return local;
-    std::string message = "(its message could not be read from the rendezvous store)";
-    try {
-      const std::string failed = key + std::to_string(r);
-      if (world.store().check({failed})) {
-        const std::vector<uint8_t> bytes = world.store().get(failed);
-        message.assign(bytes.begin(), bytes.end());
-      }
-    } catch (const std::exception&) {
-    }
-    return absl::Status(static_cast<absl::StatusCode>(code),
-                        absl::StrCat("rank ", r, ": ", message));
-  }
-  return absl::OkStatus();
-}
-
 // Rank 0 of a launched run: merges every rank's measurements (<dir>/.rank_<r>) and `comm` into
 // `result`, writes it to `dir` and removes every .rank_* directory there.
 absl::Status MergeRanks(const std::string& dir, int world_size, const varuna::CommProfile& comm,
@@ -221,7 +183,11 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
   const int world_size = world ? world->size() : 1;
   const int rank = world ? world->rank() : 0;
   auto agree = [world](const std::string& step, const absl::Status& local) {
-    return world ? AgreeOnStatus(*world, step, local) : local;
+    // The world group is Gloo (JoinWorld), so the codes live on the CPU.
+    return world ? varuna::comm::AgreeOnStatus(world->store(), world->group(),
+                                               absl::StrCat("profiling/", step, "/"), local,
+                                               c10::Device(c10::kCPU))
+                 : local;
   };
 
   absl::StatusOr<std::optional<varuna::Profile>> existing =

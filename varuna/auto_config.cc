@@ -1,7 +1,6 @@
 #include "varuna/auto_config.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -20,8 +19,10 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // The engine all-reduces fp32 master gradients: 4 bytes per parameter.
 constexpr int64_t kGradientBytesPerParameter = 4;
 
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+
 std::string Gib(int64_t bytes) {
-  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kBytesPerGiB);
 }
 
 absl::Status ValidateRequest(const ClusterSpec& cluster, const AutoConfigOptions& options) {
@@ -286,7 +287,7 @@ std::string FormatCandidates(const std::vector<Candidate>& candidates, int rows)
     absl::StrAppendFormat(&table, "%4d %4d %4d %4d %5d %12.3f %7.3f %12.3f  %s\n", i + 1,
                           c.pipeline_stages, c.data_parallel, c.micro_batch, c.num_micro_batches,
                           c.simulation.minibatch_ms, c.simulation.bubble_fraction,
-                          static_cast<double>(LargestPeak(c.simulation)) / (1024.0 * 1024 * 1024),
+                          static_cast<double>(LargestPeak(c.simulation)) / kBytesPerGiB,
                           FormatStages(c.stages));
   }
   return table;

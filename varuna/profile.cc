@@ -107,10 +107,8 @@ class Reader {
     if (v == nullptr) return Error(where + "\"" + key + "\"", "is missing");
     const bool ok = type == Value::Type::kDouble ? v->is_number() : v->type() == type;
     if (!ok) {
-      return Error(where + "\"" + key + "\"",
-                   absl::StrCat("is a ", Value::TypeName(v->type()), ", expected a ",
-                                Value::TypeName(type == Value::Type::kDouble ? Value::Type::kDouble
-                                                                             : type)));
+      return Error(where + "\"" + key + "\"", absl::StrCat("is a ", Value::TypeName(v->type()),
+                                                           ", expected a ", Value::TypeName(type)));
     }
     return v;
   }
@@ -161,18 +159,8 @@ class Reader {
   std::string file_;
 };
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  absl::StatusOr<PosixFile> file = PosixFile::OpenForRead(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<uint64_t> size = file->Size();
-  if (!size.ok()) return size.status();
-  std::string text(*size, '\0');
-  if (absl::Status s = file->ReadExactly(text.data(), text.size()); !s.ok()) return s;
-  return text;
-}
-
 absl::StatusOr<Value> ParseFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  absl::StatusOr<std::string> text = ReadFileToString(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<Value> value = json::Parse(*text);
   if (!value.ok()) {
@@ -242,6 +230,13 @@ absl::Status MakeDirectories(const std::string& dir) {
     }
   }
   return absl::OkStatus();
+}
+
+// Whether segment k has anything to store: measurements or non-zero statics.
+bool HasSegmentData(const Profile& p, int k) {
+  const SegmentStatic& statics = p.statics[k];
+  return !p.compute[k].empty() || statics.parameter_count != 0 || statics.state_bytes != 0 ||
+         statics.optimizer_ms != 0;
 }
 
 void MergeCurve(const CostCurve& update, CostCurve& base) {
@@ -343,11 +338,7 @@ absl::Status WriteProfile(const Profile& profile, const std::string& dir) {
     return WriteFileAtomically(path, path + ".tmp-", {json::Serialize(value, true), "\n"});
   };
   for (int k = 0; k < profile.num_segments; ++k) {
-    const SegmentStatic& statics = profile.statics[k];
-    if (profile.compute[k].empty() && statics.parameter_count == 0 && statics.state_bytes == 0 &&
-        statics.optimizer_ms == 0) {
-      continue;
-    }
+    if (!HasSegmentData(profile, k)) continue;
     if (absl::Status s = write(SegmentFile(k), SegmentJson(profile, k)); !s.ok()) return s;
   }
   // profile.json last: a reader that finds it finds the segments written with it.
@@ -427,11 +418,7 @@ absl::Status MergeProfile(const Profile& update, Profile& base) {
     if (absl::Status s = ValidateProfile(*p); !s.ok()) return s;
   }
   for (int k = 0; k < base.num_segments; ++k) {
-    const SegmentStatic& statics = update.statics[k];
-    if (!update.compute[k].empty() || statics.parameter_count != 0 || statics.state_bytes != 0 ||
-        statics.optimizer_ms != 0) {
-      base.statics[k] = statics;
-    }
+    if (HasSegmentData(update, k)) base.statics[k] = update.statics[k];
     for (const auto& [b, m] : update.compute[k]) base.compute[k][b] = m;
   }
   MergeCurve(update.send_within_node, base.send_within_node);

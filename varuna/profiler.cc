@@ -8,12 +8,12 @@
 #include <exception>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "varuna/adam.h"
 #include "varuna/cpu_allocation_counter.h"
 
@@ -215,7 +215,6 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   } else {
     m.stash_bytes = Bytes(input_activation);
   }
-  if (last) m.output_bytes = 0;
   return m;
 }
 
@@ -249,13 +248,10 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
   for (size_t i = 0; i < sizes.size(); ++i) {
     const int b = sizes[i];
     auto skip_rest = [&](const std::string& why) {
-      std::vector<std::string> rest;
-      for (size_t j = i; j < sizes.size(); ++j) rest.push_back(std::to_string(sizes[j]));
-      total_pairs_ -= static_cast<int>(rest.size());
-      std::string list;
-      for (const std::string& s : rest) list += (list.empty() ? "" : ",") + s;
+      total_pairs_ -= static_cast<int>(sizes.size() - i);
       Progress(absl::StrFormat("segment %d of %d: %s; micro-batch sizes %s not measured", k,
-                               num_segments_, why, list));
+                               num_segments_, why,
+                               absl::StrJoin(sizes.begin() + i, sizes.end(), ",")));
     };
     if (k > 0 && outputs_.count({k - 1, b}) == 0) {
       skip_rest(absl::StrCat("segment ", k - 1, " ran out of memory at micro-batch size ", b));

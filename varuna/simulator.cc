@@ -85,6 +85,7 @@ struct Event {
 struct StageState {
   std::vector<Task> tasks;
   std::vector<bool> done;
+  size_t first_not_done = 0;             // every task before it is done
   std::vector<bool> activation_arrived;  // from stage - 1 (always true on the first stage)
   std::vector<bool> gradient_arrived;    // from stage + 1 (always true on the last stage)
   bool busy = false;
@@ -220,8 +221,7 @@ class Simulation {
   // except that a recompute whose gradient has not arrived lets the next forward of the list go
   // first when that forward's input is here (the executor's opportunistic rule, pipeline.cc).
   std::optional<size_t> Next(const StageState& st) const {
-    size_t t = 0;
-    while (t < st.tasks.size() && st.done[t]) ++t;
+    const size_t t = st.first_not_done;
     if (t == st.tasks.size()) return std::nullopt;
     const Task& task = st.tasks[t];
     if (task.kind == TaskKind::kRecompute && !st.gradient_arrived[task.micro_batch]) {
@@ -243,6 +243,9 @@ class Simulation {
       if (!t) continue;
       const Task task = st.tasks[*t];
       st.done[*t] = true;
+      while (st.first_not_done < st.tasks.size() && st.done[st.first_not_done]) {
+        ++st.first_not_done;
+      }
       st.busy = true;
       st.running = *t;
       const double duration = Duration(task.kind, s);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varuna/comm/status_agreement.h"
 #include "varuna/kernels/multi_tensor.h"
 #include "varuna/partition.h"
 
@@ -339,37 +340,10 @@ void Varuna::ZeroModelGrads() {
 
 absl::Status Varuna::AgreeOnStatus(const absl::Status& local) {
   if (groups_.world == nullptr) return local;
-  const int world_size = groups_.world->size();
-  const std::string key = absl::StrCat("varuna/status/", agreements_++, "/");
-  if (!local.ok()) {
-    // Every rank reaches the all-reduce below whatever happens here: the others wait in it.
-    const std::string message(local.message());
-    try {
-      options_.world->store().set(key + std::to_string(options_.rank),
-                                  std::vector<uint8_t>(message.begin(), message.end()));
-    } catch (const std::exception&) {
-      // The others then name only the failing rank; this rank returns its own message.
-    }
-  }
-  std::vector<double> codes(static_cast<size_t>(world_size), 0.0);
-  codes[static_cast<size_t>(options_.rank)] = static_cast<double>(local.code());
-  if (absl::Status status = AllRanksSum(codes); !status.ok()) return status;
-  for (int r = 0; r < world_size; ++r) {
-    if (codes[static_cast<size_t>(r)] == 0) continue;
-    if (r == options_.rank) return local;
-    std::string message = "(its message could not be read from the rendezvous store)";
-    try {
-      const std::string failed = key + std::to_string(r);
-      if (options_.world->store().check({failed})) {
-        const std::vector<uint8_t> bytes = options_.world->store().get(failed);
-        message.assign(bytes.begin(), bytes.end());
-      }
-    } catch (const std::exception&) {
-    }
-    return absl::Status(static_cast<absl::StatusCode>(codes[static_cast<size_t>(r)]),
-                        absl::StrCat("rank ", r, ": ", message));
-  }
-  return absl::OkStatus();
+  const c10::Device device =
+      groups_.world->backend() == comm::Backend::kNccl ? options_.device : c10::Device(c10::kCPU);
+  return comm::AgreeOnStatus(options_.world->store(), *groups_.world,
+                             absl::StrCat("varuna/status/", agreements_++, "/"), local, device);
 }
 
 absl::Status Varuna::OnRankZero(const std::function<absl::Status()>& action) {

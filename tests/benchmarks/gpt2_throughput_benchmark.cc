@@ -22,10 +22,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
+#include <ATen/DeviceAccelerator.h>
 
 #ifdef VARUNA_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 #include <algorithm>
@@ -241,9 +241,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
 }
 
 void Synchronize(const c10::Device& device) {
-#ifdef VARUNA_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#endif
+  if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
 }
 
 // Peak bytes held by LibTorch's CUDA caching allocator on `device` (as PyTorch's
@@ -423,13 +421,8 @@ void PrintResult(const Options& o, const std::string& device_name, const std::st
 
 absl::Status Main(const Options& o) {
   const std::string device_name = trainer::DeviceName(o.device);
-  trainer::AttentionShape shape;
-  shape.micro_batch = o.micro_batch();
-  shape.heads = o.model.num_attention_heads;
-  shape.seq_length = o.model.seq_length;
-  shape.head_dim = o.model.head_dim();
-  absl::StatusOr<trainer::AttentionChoice> attention =
-      trainer::ChooseAttentionBackend(o.attention_backend, o.device, o.dtype, shape);
+  absl::StatusOr<trainer::AttentionChoice> attention = trainer::ChooseAttentionBackend(
+      o.attention_backend, o.device, o.dtype, o.model, o.micro_batch());
   if (!attention.ok()) return attention.status();
   gpt2::Gpt2ExecutionOptions execution;
   execution.attention = attention->backend;

@@ -13,6 +13,7 @@
 // Times are the mean over --iterations runs after warm-up, with the device synchronised
 // around each timed block.
 #include <ATen/ATen.h>
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/core/grad_mode.h>
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "trainer/device_name.h"
 #include "trainer/flags.h"
 #include "varuna/kernels/bias_gelu.h"
 #include "varuna/kernels/causal_attention.h"
@@ -31,11 +33,6 @@
 #include "varuna/kernels/fused_adam.h"
 #include "varuna/kernels/layer_norm.h"
 #include "varuna/kernels/multi_tensor.h"
-
-#ifdef VARUNA_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 namespace {
 
@@ -49,10 +46,7 @@ struct Options {
 };
 
 void Synchronize(const c10::Device& device) {
-#ifdef VARUNA_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#endif
-  (void)device;
+  if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
 }
 
 // Mean milliseconds of `f` over `iterations` runs, after two warm-up runs.
@@ -367,10 +361,7 @@ int Main(int argc, char** argv) {
   at::NoGradGuard no_grad;
   at::manual_seed(0);
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  std::string name = "cpu";
-#ifdef VARUNA_WITH_CUDA
-  if (cuda) name = at::cuda::getCurrentDeviceProperties()->name;
-#endif
+  const std::string name = trainer::DeviceName(device);
   Benchmark benchmark(options, device, dtypes.at(options.dtype));
   const double copy = benchmark.MeasureCopyBandwidth();
   std::printf("device: %s; dtype %s; device-to-device copy: %.0f GB/s\n\n", name.c_str(),

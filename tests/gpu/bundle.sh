@@ -22,13 +22,12 @@
 # env.sh finds torch with `python3 -c 'import torch'`; set TORCH_LIB=/path/to/torch/lib to
 # choose another.
 set -euo pipefail
+out=${1:-gpu_bundle}
 if [[ -n "${BUILD_WORKSPACE_DIRECTORY:-}" ]]; then
   # Under `bazel run`: build in the workspace, write where the user ran the command.
-  out=${1:-gpu_bundle}
   [[ "$out" = /* ]] || out="$BUILD_WORKING_DIRECTORY/$out"
   cd "$BUILD_WORKSPACE_DIRECTORY"
 else
-  out=${1:-gpu_bundle}
   [[ "$out" = /* ]] || out="$PWD/$out"
   cd "$(dirname "$0")/../.."
 fi

@@ -94,15 +94,21 @@ class ProfileFilesTest : public ::testing::Test {
   void Write(const std::string& name, const std::string& text) const {
     std::ofstream(Path(name)) << text;
   }
-  // Writes a full profile, then replaces `needle` by `replacement` in file `name`.
-  std::string Corrupt(const std::string& name, const std::string& needle,
-                      const std::string& replacement) {
-    EXPECT_TRUE(WriteProfile(FullProfile(), dir_).ok());
+  // Replaces the first `needle` by `replacement` in file `name`.
+  void Replace(const std::string& name, const std::string& needle,
+               const std::string& replacement) const {
     std::string text = Read(name);
     const size_t at = text.find(needle);
     EXPECT_NE(at, std::string::npos) << needle << " not in " << text;
     if (at != std::string::npos) text.replace(at, needle.size(), replacement);
     Write(name, text);
+  }
+  // Writes a full profile, then replaces `needle` by `replacement` in file `name`; the error
+  // message ReadProfile then gives (expected to be InvalidArgument).
+  std::string Corrupt(const std::string& name, const std::string& needle,
+                      const std::string& replacement) {
+    EXPECT_TRUE(WriteProfile(FullProfile(), dir_).ok());
+    Replace(name, needle, replacement);
     absl::StatusOr<Profile> p = ReadProfile(dir_);
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(p.status().message());
@@ -143,11 +149,7 @@ TEST_F(ProfileFilesTest, OptimizerTimeRoundTripsAndIsZeroInOlderFiles) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->statics[1].optimizer_ms, 0.5);
   // A file written before the field existed: no "optimizer_ms" at all.
-  std::string text = Read("segment_1.json");
-  const size_t at = text.find("\"optimizer_ms\"");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, std::string("\"optimizer_ms\"").size(), "\"unrelated_ms\"");
-  Write("segment_1.json", text);
+  Replace("segment_1.json", "\"optimizer_ms\"", "\"unrelated_ms\"");
   read = ReadProfile(dir_);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->statics[1].optimizer_ms, 0);
