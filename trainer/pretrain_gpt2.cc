@@ -339,6 +339,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     at::accelerator::setDeviceIndex(engine_options.device.index());
   }
   if (a.profiling) return ProfileMode(a, *config, engine_options);
+  // From here on SIGUSR1/SIGTERM mean "checkpoint and stop" (read at the first step), so one
+  // that comes while the job is still starting up is not lost.
+  const StopSignal stop_signal;
   if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
       !status.ok()) {
     return status;
@@ -551,7 +554,6 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   bool saved_last = false;
   bool stopped = false;
   const int64_t first_iteration = state.iteration;
-  const StopSignal stop_signal;
   while (state.iteration < a.train_iters) {
     const auto step_start = std::chrono::steady_clock::now();
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));

@@ -180,7 +180,8 @@ std::vector<SegmentRange> BalancedPartition(const std::vector<double>& cost, int
 
 absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profile,
                                                             const ClusterSpec& cluster,
-                                                            const AutoConfigOptions& options) {
+                                                            const AutoConfigOptions& options,
+                                                            std::vector<std::string>* skipped) {
   if (absl::Status status = ValidateRequest(cluster, options); !status.ok()) return status;
   if (absl::Status status = ValidateProfile(profile); !status.ok()) {
     return absl::Status(status.code(), absl::StrCat("auto-config: ", status.message()));
@@ -207,6 +208,7 @@ absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profi
   int64_t smallest_peak = std::numeric_limits<int64_t>::max();
   std::string smallest_peak_config;
   std::vector<std::string> widths_tried;
+  absl::Status first_missing;  // the first candidate the profile cannot price
   for (int p = 1; p <= max_stages; ++p) {
     const int d = gpus / p;
     widths_tried.push_back(absl::StrCat(d));
@@ -223,6 +225,14 @@ absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profi
       std::vector<SegmentRange> stages = BalancedPartition(cost, p);
       absl::StatusOr<SimulationInput> input =
           BuildInput(profile, cluster, options.schedule, stages, d, b, m);
+      if (input.status().code() == absl::StatusCode::kFailedPrecondition) {
+        // A missing curve depends on P and D only: every b of this P is skipped alike.
+        if (first_missing.ok()) first_missing = input.status();
+        if (skipped != nullptr) {
+          skipped->push_back(absl::StrCat("P=", p, " D=", d, ": ", input.status().message()));
+        }
+        break;
+      }
       if (!input.ok()) return input.status();
       absl::StatusOr<SimulationResult> result = Simulate(*input);
       if (!result.ok()) {
@@ -250,6 +260,7 @@ absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profi
     }
   }
 
+  if (simulated == 0 && !first_missing.ok()) return first_missing;
   if (simulated == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "auto-config: global_batch=", options.global_batch, " fits no configuration on ", gpus,

@@ -74,12 +74,14 @@ std::vector<SegmentRange> BalancedPartition(const std::vector<double>& cost, int
 // or options (nodes, gpus_per_node, gpu_memory_bytes, global_batch, memory_fraction), for an
 // invalid profile (ValidateProfile's message), or when the global batch fits no D (not a
 // multiple of any D tried, or smaller than D times the smallest micro-batch size);
-// FailedPrecondition naming what is missing when the profile lacks what a candidate needs (a
-// segment without measurements, a needed all-reduce ring, a needed send curve) or when nothing
+// FailedPrecondition naming what is missing when a segment has no measurements, or when every
+// P x D needs something the profile lacks (an all-reduce ring, a send curve), or when nothing
 // fits in memory (the message gives the smallest peak found and the memory available).
-absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profile,
-                                                            const ClusterSpec& cluster,
-                                                            const AutoConfigOptions& options);
+// A P x D the profile cannot price (e.g. a pipeline across nodes, profiled on one node) is
+// left out, and "P=p D=d: <what is missing>" appended to `skipped` when it is not null.
+absl::StatusOr<std::vector<Candidate>> SearchConfigurations(
+    const Profile& profile, const ClusterSpec& cluster, const AutoConfigOptions& options,
+    std::vector<std::string>* skipped = nullptr);
 
 // A table of the first `rows` candidates: P, D, b, m, stage boundaries, predicted mini-batch
 // time, bubble, peak memory of the fullest stage.

@@ -10,13 +10,16 @@
 //   bazel run //varuna:launch -- --profile_dir=prof --gpu_memory_gb=80 --batch_size=32
 //       --gpus_per_node=4 -- //trainer:pretrain_gpt2 --data-path=...
 //
+// or, as the manager of a job that follows the machines a file lists (morph.h):
+//   bazel run //varuna:launch -- --morph --machine_list=machines.txt --profile_dir=prof
+//       --gpu_memory_gb=80 --batch_size=32 --gpus_per_node=4 -- //trainer:pretrain_gpt2
+//       --save=ckpt ...
+//
 // Exit status: 0 when every worker exited 0; 2 for bad flags; else the first failing worker's
 // exit code (128 + signal when a signal killed it).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -26,48 +29,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
 #include "varuna/launch_config.h"
+#include "varuna/launch_host.h"
 #include "varuna/launch_plan.h"
+#include "varuna/morph.h"
 #include "varuna/worker_group.h"
-
-extern char** environ;
 
 namespace {
 
-std::map<std::string, std::string> Environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const size_t eq = entry.find('=');
-    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
-
-// A TCP port free on this host now, for --master_port=0; 0 if none could be bound.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-// `path` as the user meant it: relative paths follow the user's directory under `bazel run`.
-std::string UserPath(const std::string& path,
-                     const std::map<std::string, std::string>& environment) {
-  auto base = environment.find("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || std::filesystem::path(path).is_absolute() || base == environment.end()) {
-    return path;
-  }
-  return (std::filesystem::path(base->second) / path).string();
+// The path of this launcher's binary (the --morph manager starts it again for each node).
+std::string SelfPath(const char* argv0) {
+  char buffer[PATH_MAX + 1] = {};
+  const ssize_t n = readlink("/proc/self/exe", buffer, PATH_MAX);
+  if (n > 0) return std::string(buffer, static_cast<size_t>(n));
+  return std::filesystem::absolute(argv0).string();
 }
 
 void Print(const std::string& text) {
@@ -92,14 +66,31 @@ int main(int argc, char** argv) {
     std::cout << varuna::LaunchUsage();
     return 0;
   }
-  if (options->master_port == 0 && options->nnodes == 1) options->master_port = FreePort();
-  const std::map<std::string, std::string> environment = Environment();
+  const std::map<std::string, std::string> environment = varuna::ProcessEnvironment();
+  if (options->morph) {
+    varuna::MorphContext context;
+    context.launcher = SelfPath(argv[0]);
+    context.directory = varuna::UserDirectory(environment);
+    context.host_name = varuna::HostName();
+    context.environment = environment;
+    if (absl::Status status = varuna::ValidateMorphOptions(*options); !status.ok()) {
+      return Fail(status);
+    }
+    absl::StatusOr<std::string> program = varuna::ResolveProgram(
+        options->command[0], environment, std::filesystem::current_path().string());
+    if (!program.ok()) return Fail(program.status());
+    context.program = *program;
+    return varuna::RunMorphingJob(*options, context);
+  }
+  if (options->master_port == 0 && options->nnodes == 1) {
+    options->master_port = varuna::FreeTcpPort();
+  }
 
   absl::StatusOr<bool> from_profile = varuna::ConfiguresFromProfile(*options);
   if (!from_profile.ok()) return Fail(from_profile.status());
   if (*from_profile) {
     varuna::LaunchOptions resolved = *options;
-    resolved.profile_dir = UserPath(options->profile_dir, environment);
+    resolved.profile_dir = varuna::UserPath(options->profile_dir, environment);
     absl::StatusOr<varuna::LaunchChoice> choice = varuna::ChooseFromProfileDir(resolved);
     if (!choice.ok()) return Fail(choice.status());
     Print(choice->report);
@@ -121,7 +112,11 @@ int main(int argc, char** argv) {
 
   varuna::WorkerGroupOptions group;
   group.grace_seconds = options->grace_seconds;
-  absl::StatusOr<int> code = varuna::RunWorkerGroup(plan->workers, group);
-  if (!code.ok()) return Fail(code.status());
-  return *code;
+  if (options->stop_on_stdin) {
+    group.control_fd = STDIN_FILENO;
+    group.resend_stop_seconds = 5;  // as the manager does (morph.h)
+  }
+  absl::StatusOr<varuna::WorkerGroupResult> result = varuna::RunWorkerGroup(plan->workers, group);
+  if (!result.ok()) return Fail(result.status());
+  return result->exit_code;
 }

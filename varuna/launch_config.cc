@@ -63,8 +63,9 @@ absl::StatusOr<LaunchChoice> ChooseLaunchConfiguration(const Profile& profile,
       "configuring from --profile_dir=", options.profile_dir, " for W=", workers,
       " GPUs (--gpus_per_node=", options.gpus_per_node, " x --nnodes=", options.nnodes,
       ") of --gpu_memory_gb=", options.gpu_memory_gb, " and --batch_size=", options.batch_size);
+  std::vector<std::string> skipped;
   absl::StatusOr<std::vector<Candidate>> candidates =
-      SearchConfigurations(profile, cluster, search);
+      SearchConfigurations(profile, cluster, search, &skipped);
   if (!candidates.ok()) {
     return absl::Status(candidates.status().code(),
                         absl::StrCat(searched_for, ": ", candidates.status().message()));
@@ -72,6 +73,7 @@ absl::StatusOr<LaunchChoice> ChooseLaunchConfiguration(const Profile& profile,
 
   LaunchChoice choice;
   choice.searched = static_cast<int>(candidates->size());
+  choice.skipped = std::move(skipped);
   for (Candidate& candidate : *candidates) {
     if (candidate.pipeline_stages * candidate.data_parallel == workers) {
       choice.usable.push_back(std::move(candidate));
@@ -97,6 +99,9 @@ absl::StatusOr<LaunchChoice> ChooseLaunchConfiguration(const Profile& profile,
                    " configurations fit, ", choice.usable.size(), " of them use all W=", workers,
                    " workers (P x D = W, which the launch layout needs); the fastest ",
                    std::min<size_t>(choice.usable.size(), kLaunchCandidateRows), ":\n");
+  for (const std::string& left_out : choice.skipped) {
+    absl::StrAppend(&choice.report, "left out (the profile cannot price it): ", left_out, "\n");
+  }
   absl::StrAppend(&choice.report, FormatCandidates(choice.usable, kLaunchCandidateRows));
   absl::StrAppend(
       &choice.report,

@@ -39,9 +39,11 @@ struct LaunchChoice {
   // The candidates that use every worker (P * D == W), fastest first; chosen is the first.
   std::vector<Candidate> usable;
   int searched = 0;  // candidates SearchConfigurations returned before the P * D == W filter
-  // What the launcher prints, several lines each ending in '\n': the filter's note, the table
-  // of the first kLaunchCandidateRows usable candidates (FormatCandidates) and a line naming
-  // the chosen one.
+  // The P x D the profile cannot price, with what is missing (SearchConfigurations' skipped).
+  std::vector<std::string> skipped;
+  // What the launcher prints, several lines each ending in '\n': the filter's note, a line per
+  // skipped P x D, the table of the first kLaunchCandidateRows usable candidates
+  // (FormatCandidates) and a line naming the chosen one.
   std::string report;
 };
 

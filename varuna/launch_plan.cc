@@ -22,7 +22,7 @@ std::string FlagKey(std::string name) {
   return name;
 }
 
-enum class FlagType { kInt, kDouble, kString };
+enum class FlagType { kInt, kDouble, kString, kBool };
 
 struct FlagSpec {
   const char* name;  // canonical spelling
@@ -30,7 +30,8 @@ struct FlagSpec {
   const char* help;
   int LaunchOptions::*field = nullptr;                 // The option a kInt flag sets,
   double LaunchOptions::*double_field = nullptr;       // a kDouble flag,
-  std::string LaunchOptions::*string_field = nullptr;  // a kString flag.
+  std::string LaunchOptions::*string_field = nullptr;  // a kString flag,
+  bool LaunchOptions::*bool_field = nullptr;           // a kBool flag (--name or --name=true).
 };
 
 const FlagSpec kFlags[] = {
@@ -61,6 +62,21 @@ const FlagSpec kFlags[] = {
     {"gpu_memory_gb", FlagType::kDouble,
      "memory of one GPU in GiB, for the configuration search (required with --profile_dir)",
      nullptr, &LaunchOptions::gpu_memory_gb},
+    {"morph", FlagType::kBool,
+     "keep the job running on the machines --machine_list names: when the list changes or "
+     "the launcher gets SIGUSR1, the workers checkpoint and stop and the job restarts from "
+     "that checkpoint on the machines listed then (needs --save in the worker flags)",
+     nullptr, nullptr, nullptr, &LaunchOptions::morph},
+    {"machine_list", FlagType::kString,
+     "with --morph: a file of machines, one host per line (each runs --gpus_per_node workers)",
+     nullptr, nullptr, &LaunchOptions::machine_list},
+    {"remote_shell", FlagType::kString,
+     "with --morph: the command that runs a node's launcher on another host (default ssh)", nullptr,
+     nullptr, &LaunchOptions::remote_shell},
+    {"stop_on_stdin", FlagType::kBool,
+     "set by the --morph manager on each node's launcher: a line \"stop\" on stdin means "
+     "checkpoint and stop (as SIGUSR1), the end of stdin means stop (as SIGTERM)",
+     nullptr, nullptr, nullptr, &LaunchOptions::stop_on_stdin},
 };
 
 // Varuna's launcher.py spellings of the same flags.
@@ -83,6 +99,18 @@ absl::Status Assign(const FlagSpec& flag, const std::string& value, LaunchOption
   const std::string name = flag.name;
   if (flag.type == FlagType::kString) {
     options.*flag.string_field = value;
+    return absl::OkStatus();
+  }
+  if (flag.type == FlagType::kBool) {
+    if (value == "true" || value == "1") {
+      options.*flag.bool_field = true;
+    } else if (value == "false" || value == "0") {
+      options.*flag.bool_field = false;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, "=\"", value,
+                                                     "\" is not true or false: write --", name,
+                                                     " or --", name, "=false"));
+    }
     return absl::OkStatus();
   }
   if (flag.type == FlagType::kDouble) {
@@ -217,6 +245,8 @@ absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& a
     std::string value;
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
+    } else if (flag->type == FlagType::kBool) {
+      value = "true";
     } else if (i + 1 < args.size()) {
       value = args[++i];
     } else {
@@ -344,6 +374,14 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
                    " must be positive: the memory of one GPU in GiB, e.g. --gpu_memory_gb=80");
   }
   if (options.command.empty()) return invalid("no worker program given after `--`");
+  if (options.morph) {
+    return invalid("--morph is run by the job's manager (morph.h), not planned as one node");
+  }
+  if (!options.machine_list.empty()) {
+    return invalid("--machine_list=", options.machine_list,
+                   " is only read with --morph: add --morph, or drop --machine_list and give "
+                   "--nnodes and --node_rank");
+  }
   for (size_t i = 1; i < options.command.size(); ++i) {
     const std::string& arg = options.command[i];
     if (arg.rfind("--", 0) != 0) continue;
@@ -453,6 +491,8 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchOptions& options, const std::s
   for (int local = 0; local < options.gpus_per_node; ++local) {
     WorkerSpec worker;
     worker.rank = options.node_rank * options.gpus_per_node + local;
+    worker.name = absl::StrCat("rank ", worker.rank);
+    worker.output_prefix = absl::StrCat("[", worker.name, "] ");
     worker.local_rank = local;
     worker.position = plan.stage_map.Position(worker.rank);
     worker.argv.push_back(program);

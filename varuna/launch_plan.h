@@ -51,6 +51,17 @@ struct LaunchOptions {
   // Segments per stage for every worker's --stage-segments (set from the profile's choice;
   // no flag). Empty: the workers split evenly.
   std::vector<int> stage_segments;
+  // --morph: keep the job running on the machines --machine_list names (morph.h); the launcher
+  // becomes the job's manager and starts every node's launcher itself.
+  bool morph = false;
+  std::string machine_list;  // --machine_list: one machine (host) per line, for --morph
+  // --remote_shell: how the manager starts a node's launcher on another machine (default "ssh";
+  // the command is `<remote_shell> <host> <shell command>`).
+  std::string remote_shell = "ssh";
+  // --stop_on_stdin: this launcher is a node of a --morph job: a line "stop" on stdin asks the
+  // workers to checkpoint and stop (as SIGUSR1 does), and the end of stdin (the manager is
+  // gone) stops them as SIGTERM does.
+  bool stop_on_stdin = false;
   bool help = false;  // --help / -h was given
   // The worker command: a Bazel label (//pkg:name) or a program path, then its flags.
   std::vector<std::string> command;
@@ -81,6 +92,11 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& spec,
 
 // One worker process of this node.
 struct WorkerSpec {
+  std::string name;           // how messages name it: "rank 3"
+  std::string output_prefix;  // put before each line of its output: "[rank 3] "
+  // True: it is a node's launcher under the --morph manager: a checkpoint-and-stop request
+  // reaches it as a line "stop" on its stdin (a pipe) instead of SIGUSR1 (worker_group.h).
+  bool control_via_stdin = false;
   int rank = 0;                   // global rank
   int local_rank = 0;             // rank on this node
   StagePosition position;         // its stage and replica

@@ -360,22 +360,44 @@ TEST(SearchConfigurationsErrorsTest, SegmentWithoutMeasurementsIsNamed) {
   EXPECT_THAT(result.status().message(), HasSubstr("segment 2"));
 }
 
-TEST(SearchConfigurationsErrorsTest, MissingAllReduceRingIsNamed) {
+TEST(SearchConfigurationsErrorsTest, MissingAllReduceRingSkipsOnlyThatWidth) {
   Profile profile = MakeProfile(2, {1, 2}, 0, 1);
   profile.allreduce.erase(4);
+  std::vector<std::string> skipped;
   absl::StatusOr<std::vector<Candidate>> result =
-      SearchConfigurations(profile, Cluster(1, 4), Options(8));
+      SearchConfigurations(profile, Cluster(1, 4), Options(8), &skipped);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_FALSE(result->empty());
+  for (const Candidate& c : *result) EXPECT_EQ(c.data_parallel, 2);  // P=2 x D=2 only
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("P=1 D=4: "));
+  EXPECT_THAT(skipped[0], HasSubstr("ring size 4"));
+
+  // With 1 segment only P=1 exists, so nothing can be priced: the error names the ring.
+  Profile one = MakeProfile(1, {1, 2}, 0, 1);
+  one.allreduce.erase(4);
+  result = SearchConfigurations(one, Cluster(1, 4), Options(8));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(result.status().message(), HasSubstr("ring size 4"));
 }
 
-TEST(SearchConfigurationsErrorsTest, MissingCrossNodeSendsAreNamed) {
+TEST(SearchConfigurationsErrorsTest, MissingCrossNodeSendsSkipPipelinesAcrossNodes) {
   Profile profile = MakeProfile(2, {1, 2}, 1, 1);
   profile.send_across_nodes.points.clear();
+  std::vector<std::string> skipped;
   absl::StatusOr<std::vector<Candidate>> result =
-      SearchConfigurations(profile, Cluster(2, 1), Options(4));
+      SearchConfigurations(profile, Cluster(2, 1), Options(4), &skipped);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const Candidate& c : *result) EXPECT_EQ(c.pipeline_stages, 1);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("P=2 D=1: "));
+  EXPECT_THAT(skipped[0], HasSubstr("send_across_nodes"));
+
+  // Without the ring of 2 either, no configuration remains: the first gap is named.
+  profile.allreduce.erase(2);
+  result = SearchConfigurations(profile, Cluster(2, 1), Options(4));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(result.status().message(), HasSubstr("send_across_nodes"));
+  EXPECT_THAT(result.status().message(), HasSubstr("ring size 2"));
 }
 
 TEST(SearchConfigurationsErrorsTest, NothingFitsGivesSmallestPeakAndMemory) {
