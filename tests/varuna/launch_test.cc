@@ -242,6 +242,145 @@ TEST_F(LaunchTest, SigusrOneIsForwardedForCheckpointAndStop) {
                     HasSubstr("[rank 1] rank 1 received signal 10\n"), Not(HasSubstr("SIGKILL"))));
 }
 
+// --morph with fake workers: the manager starts a node launcher per listed machine; SIGTERM
+// reaches the workers through them; SIGUSR1 reaches them as "stop" on each node's stdin and,
+// with a checkpoint in --save, the job restarts with --load; without one the manager fails.
+class MorphLaunchTest : public LaunchTest {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    list_ = (dir_ / "machines.txt").string();
+  }
+
+  void WriteList(const std::string& text) const { std::ofstream(list_) << text; }
+
+  std::vector<std::string> MorphFlags() const {
+    return {"--morph",        "--machine_list=" + list_, "--nstages=1",      "--chunk_size=1",
+            "--batch_size=2", "--master_port=0",         "--grace_seconds=5"};
+  }
+
+  std::filesystem::path dir_;
+  std::string list_;
+};
+
+TEST_F(MorphLaunchTest, SigtermReachesTheWorkersThroughTheNodes) {
+  WriteList("127.0.0.1\n127.0.0.1\n");
+  const Process launcher =
+      Start(MorphFlags(), {"--on_signal_exit=0", "--sleep_ms=60000", "--save=" + dir_.string()});
+  ASSERT_TRUE(WaitForLog({"[rank 0] ready", "[rank 1] ready"})) << ReadFile(LogPath());
+  kill(launcher.pid, SIGTERM);
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  EXPECT_THAT(exit.output,
+              AllOf(HasSubstr("[launch] morph generation 0: 2 machine(s) in " + list_),
+                    HasSubstr("[launch] running P=1 x D=2 (micro-batch 1, batch 2) on 2 "
+                              "machine(s): 127.0.0.1 127.0.0.1"),
+                    HasSubstr("[launch] 1 stages x 2 replicas = 2 workers on 2 node(s); this is "
+                              "node 1"),
+                    HasSubstr("[rank 1] env RANK=1 LOCAL_RANK=0 WORLD_SIZE=2"),
+                    HasSubstr("[rank 0] rank 0 received signal 15\n"),
+                    HasSubstr("[rank 1] rank 1 received signal 15\n"),
+                    HasSubstr("[launch] node 1 (127.0.0.1) exited with code 0"),
+                    Not(HasSubstr("sending SIGKILL"))));
+}
+
+TEST_F(MorphLaunchTest, SigusrOneRestartsFromTheCheckpointInSave) {
+  WriteList("127.0.0.1\n");
+  std::ofstream(dir_ / "latest_checkpointed_iteration.txt") << "7\n";
+  const Process launcher = Start(MorphFlags(), {"--on_signal_exit=0", "--sleep_ms=60000",
+                                                "--load=elsewhere", "--save=" + dir_.string()});
+  ASSERT_TRUE(WaitForLog({"[rank 0] ready"})) << ReadFile(LogPath());
+  kill(launcher.pid, SIGUSR1);
+  // The second generation's worker starts with --load=<save> in place of --load=elsewhere.
+  const std::string resumed_args =
+      "[rank 0] args --on_signal_exit=0 --sleep_ms=60000 --save=" + dir_.string() +
+      " --load=" + dir_.string() + " --rank=0";
+  ASSERT_TRUE(WaitForLog({"morph generation 1", resumed_args})) << ReadFile(LogPath());
+  kill(launcher.pid, SIGTERM);
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  EXPECT_THAT(exit.output,
+              AllOf(HasSubstr("[launch] received SIGUSR1: forwarded to the workers"),
+                    HasSubstr("[launch] the job's manager asks for a checkpoint: forwarded to "
+                              "the workers"),
+                    HasSubstr("[rank 0] rank 0 received signal 10\n"),
+                    HasSubstr("resuming from iteration 7 in " + dir_.string())));
+}
+
+TEST_F(MorphLaunchTest, StopWithoutACheckpointFails) {
+  WriteList("127.0.0.1\n");
+  const Process launcher =
+      Start(MorphFlags(), {"--on_signal_exit=0", "--sleep_ms=60000", "--save=" + dir_.string()});
+  ASSERT_TRUE(WaitForLog({"[rank 0] ready"})) << ReadFile(LogPath());
+  kill(launcher.pid, SIGUSR1);
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 1) << exit.output;
+  EXPECT_THAT(exit.output, HasSubstr("the workers stopped for a checkpoint but " + dir_.string() +
+                                     "/latest_checkpointed_iteration.txt names "
+                                     "none"));
+}
+
+TEST_F(MorphLaunchTest, RemoteMachinesRunThroughTheRemoteShellInTheUsersDirectory) {
+  // A stand-in for ssh: drops the host and runs the command with sh, as sshd does.
+  const std::string shell = (dir_ / "fake_ssh").string();
+  std::ofstream(shell) << "#!/bin/sh\necho \"fake_ssh to $1\"\nshift\nexec /bin/sh -c \"$*\"\n";
+  std::filesystem::permissions(shell, std::filesystem::perms::owner_all);
+  std::filesystem::create_directories(dir_ / "user dir");
+  WriteList("127.0.0.2\n127.0.0.2\n");
+  std::vector<std::string> flags = MorphFlags();
+  flags.push_back("--master_port=29561");
+  flags.push_back("--remote_shell=" + shell);
+  const Process launcher = Start(flags, {"--save=it's here"},
+                                 {{"BUILD_WORKING_DIRECTORY", (dir_ / "user dir").string()}});
+  const ExitInfo exit = Wait(launcher);
+  EXPECT_EQ(exit.code, 0) << exit.output;
+  EXPECT_THAT(exit.output,
+              AllOf(HasSubstr("fake_ssh to 127.0.0.2"),
+                    HasSubstr("[rank 1] cwd " + (dir_ / "user dir").string() + "\n"),
+                    HasSubstr("[rank 1] env RANK=1 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.2 "
+                              "MASTER_PORT=29561"),
+                    HasSubstr("[rank 0] args --save=it's here --rank=0"),
+                    HasSubstr("[launch] node 1 (127.0.0.2) exited with code 0"),
+                    HasSubstr("[launch] the job finished")));
+}
+
+TEST_F(MorphLaunchTest, BadMorphInputsAreRefused) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::vector<std::string> worker;
+    std::string list;  // written first unless empty
+    std::string message;
+  };
+  const std::string save = "--save=" + dir_.string();
+  const std::vector<Case> cases = {
+      {{"--morph", "--nstages=1", "--chunk_size=1", "--batch_size=1"},
+       {save},
+       "",
+       "--morph needs --machine_list=FILE"},
+      {{"--machine_list=" + list_, "--nstages=1", "--chunk_size=1", "--batch_size=1"},
+       {save},
+       "127.0.0.1\n",
+       "is only read with --morph"},
+      {MorphFlags(), {"--lr=1"}, "127.0.0.1\n", "the workers need --save=DIR"},
+      {MorphFlags(), {save}, "# none\n", "names no machines"},
+      {MorphFlags(), {save}, "127.0.0.1 8\n", "line 1 \"127.0.0.1 8\" has 2 words"},
+      {{"--morph", "--machine_list=" + list_ + ".missing", "--nstages=1", "--chunk_size=1",
+        "--batch_size=1"},
+       {save},
+       "",
+       "cannot read the machine list"},
+  };
+  for (const Case& c : cases) {
+    if (!c.list.empty()) WriteList(c.list);
+    const ExitInfo exit = Wait(Start(c.flags, c.worker));
+    EXPECT_EQ(exit.code, 2) << c.message << "\n" << exit.output;
+    EXPECT_THAT(exit.output, HasSubstr(c.message));
+  }
+}
+
 TEST_F(LaunchTest, BazelLabelResolvesUnderTheWorkspacesBazelBin) {
   const std::filesystem::path workspace = std::filesystem::path(::testing::TempDir()) / "ws";
   std::filesystem::remove_all(workspace);
