@@ -91,6 +91,8 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       costs.static_bytes += profile.statics[k].state_bytes;
       parameters += profile.statics[k].parameter_count;
       optimizer_ms += profile.statics[k].optimizer_ms;
+      costs.gradient_ms +=
+          profile.statics[k].gradient_ms + (replicas > 1 ? profile.statics[k].bucket_ms : 0.0);
     }
     // The stages step in parallel: the slowest one ends the mini-batch.
     input.optimizer_ms = std::max(input.optimizer_ms, optimizer_ms);

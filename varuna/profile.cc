@@ -73,6 +73,8 @@ Value SegmentJson(const Profile& p, int k) {
   out.Set("parameter_count", p.statics[k].parameter_count);
   out.Set("state_bytes", p.statics[k].state_bytes);
   out.Set("optimizer_ms", p.statics[k].optimizer_ms);
+  out.Set("gradient_ms", p.statics[k].gradient_ms);
+  out.Set("bucket_ms", p.statics[k].bucket_ms);
   Value sizes = Value::MakeArray();
   for (const auto& [b, m] : p.compute[k]) {
     Value entry = Value::MakeObject();
@@ -187,11 +189,12 @@ absl::Status ReadSegment(const Value& root, const std::string& path, int k, Prof
     return s;
   }
   if (absl::Status s = r.Int(root, "state_bytes", "", p.statics[k].state_bytes); !s.ok()) return s;
-  // Optional: profiles written before the optimizer was measured lack it (0).
-  if (root.Find("optimizer_ms") != nullptr) {
-    if (absl::Status s = r.Ms(root, "optimizer_ms", "", p.statics[k].optimizer_ms); !s.ok()) {
-      return s;
-    }
+  // Optional: profiles written before these were measured lack them (0).
+  for (const auto& [name, field] : {std::make_pair("optimizer_ms", &SegmentStatic::optimizer_ms),
+                                    std::make_pair("gradient_ms", &SegmentStatic::gradient_ms),
+                                    std::make_pair("bucket_ms", &SegmentStatic::bucket_ms)}) {
+    if (root.Find(name) == nullptr) continue;
+    if (absl::Status s = r.Ms(root, name, "", p.statics[k].*field); !s.ok()) return s;
   }
   absl::StatusOr<const Value*> sizes = r.Field(root, "micro_batches", Value::Type::kArray, "");
   if (!sizes.ok()) return sizes.status();
@@ -236,7 +239,7 @@ absl::Status MakeDirectories(const std::string& dir) {
 bool HasSegmentData(const Profile& p, int k) {
   const SegmentStatic& statics = p.statics[k];
   return !p.compute[k].empty() || statics.parameter_count != 0 || statics.state_bytes != 0 ||
-         statics.optimizer_ms != 0;
+         statics.optimizer_ms != 0 || statics.gradient_ms != 0 || statics.bucket_ms != 0;
 }
 
 void MergeCurve(const CostCurve& update, CostCurve& base) {
@@ -294,9 +297,12 @@ absl::Status ValidateProfile(const Profile& p) {
     if (p.statics[k].parameter_count < 0 || p.statics[k].state_bytes < 0) {
       return invalid(segment + ": parameter_count and state_bytes must be >= 0");
     }
-    if (!ValidTime(p.statics[k].optimizer_ms)) {
-      return invalid(absl::StrCat(segment, ": optimizer_ms = ", p.statics[k].optimizer_ms,
-                                  " must be finite and >= 0"));
+    for (const auto& [name, value] : {std::make_pair("optimizer_ms", p.statics[k].optimizer_ms),
+                                      std::make_pair("gradient_ms", p.statics[k].gradient_ms),
+                                      std::make_pair("bucket_ms", p.statics[k].bucket_ms)}) {
+      if (!ValidTime(value)) {
+        return invalid(absl::StrCat(segment, ": ", name, " = ", value, " must be finite and >= 0"));
+      }
     }
     for (const auto& [b, m] : p.compute[k]) {
       const std::string where = absl::StrCat(segment, " at micro-batch size ", b);

@@ -48,6 +48,13 @@ struct SegmentStatic {
   // Mean time of one Adam step (varuna::Adam::Step, fp32 masters) over the segment's parameters
   // in the profiled dtype; JSON "optimizer_ms", optional on read (older profiles: 0).
   double optimizer_ms = 0;
+  // Mean time of the engine's gradient pass over the segment's parameters after a step's last
+  // backward: the model's gradients unscaled into the fp32 master gradients, then their squared
+  // norm (Varuna::step); JSON "gradient_ms", optional on read (older profiles: 0).
+  double gradient_ms = 0;
+  // Mean time of flattening the segment's gradients into one all-reduce bucket and copying the
+  // sums back, which a step pays with D > 1 replicas; JSON "bucket_ms", optional (0).
+  double bucket_ms = 0;
 };
 
 // Time against message size, for interpolation: points sorted by bytes, strictly increasing.

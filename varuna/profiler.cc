@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "varuna/adam.h"
 #include "varuna/cpu_allocation_counter.h"
+#include "varuna/kernels/multi_tensor.h"
 
 #ifdef VARUNA_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -88,8 +90,10 @@ class SegmentProfiler {
 
   SegmentMeasurement Measure(StageModule& stage, int k, int b);
 
-  // Mean milliseconds of one Adam step over `stage`'s parameters (after one untimed step).
-  double MeasureOptimizer(StageModule& stage);
+  // Sets statics' gradient_ms, bucket_ms and optimizer_ms: the mean milliseconds of the step's
+  // gradient pass, bucket copies and Adam step over `stage`'s parameters (each after one
+  // untimed pass).
+  void MeasureStepWork(StageModule& stage, SegmentStatic& statics);
 
   void Progress(const std::string& line) const {
     if (options_.progress) options_.progress(line);
@@ -218,20 +222,44 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   return m;
 }
 
-double SegmentProfiler::MeasureOptimizer(StageModule& stage) {
+void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics) {
   std::vector<NamedParameter> parameters;
   for (const auto& item : stage.named_parameters()) {
     parameters.push_back(NamedParameter{item.key(), item.value(), true});
   }
-  if (parameters.empty()) return 0;
+  if (parameters.empty()) return;
+  auto mean_ms = [&](const std::function<void()>& pass) {
+    pass();  // warm-up
+    Synchronize(options_.device);
+    const Clock::time_point t = Clock::now();
+    for (int i = 0; i < options_.timed_passes; ++i) pass();
+    Synchronize(options_.device);
+    return MillisecondsSince(t) / options_.timed_passes;
+  };
+  std::vector<at::Tensor> model_grads;
+  for (const NamedParameter& p : parameters) {
+    model_grads.push_back(at::randn_like(p.tensor).mul_(1e-3));
+  }
   Adam adam(std::move(parameters), AdamOptions());
-  for (at::Tensor& grad : adam.MasterGrads()) grad.normal_(0, 1e-3);
-  adam.Step();  // warm-up
-  Synchronize(options_.device);
-  const Clock::time_point t = Clock::now();
-  for (int i = 0; i < options_.timed_passes; ++i) adam.Step();
-  Synchronize(options_.device);
-  return MillisecondsSince(t) / options_.timed_passes;
+  std::vector<at::Tensor>& master_grads = adam.MasterGrads();
+  // As Varuna::step with ties or replicas: unscale into the masters, then the squared norm.
+  statics.gradient_ms = mean_ms([&] {
+    kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / 1024);
+    (void)kernels::MultiTensorL2NormSquared(master_grads).item<double>();
+  });
+  // As its data-parallel path around the all-reduce: flatten into a bucket, copy back.
+  statics.bucket_ms = mean_ms([&] {
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& g : master_grads) flat.push_back(g.reshape({-1}));
+    const at::Tensor bucket = at::cat(flat);
+    int64_t offset = 0;
+    for (at::Tensor& g : master_grads) {
+      g.view({-1}).copy_(bucket.narrow(0, offset, g.numel()));
+      offset += g.numel();
+    }
+  });
+  for (at::Tensor& grad : master_grads) grad.normal_(0, 1e-3);
+  statics.optimizer_ms = mean_ms([&] { adam.Step(); });
 }
 
 absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& sizes,
@@ -280,18 +308,18 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
         static_cast<double>(m.activation_memory_bytes) / (1 << 20), done_pairs_, total_pairs_,
         left_s));
   }
-  // The optimizer last: its fp32 masters and moments would otherwise count as activations.
+  // The step's work last: its fp32 masters and moments would otherwise count as activations.
   try {
-    statics.optimizer_ms = MeasureOptimizer(*stage);
+    MeasureStepWork(*stage, statics);
   } catch (const c10::OutOfMemoryError&) {
     ReleaseCachedMemory(options_.device);
     Progress(
-        absl::StrFormat("segment %d of %d: out of memory in the optimizer step; "
-                        "optimizer_ms not measured (0)",
+        absl::StrFormat("segment %d of %d: out of memory in the gradient pass or the optimizer "
+                        "step; gradient_ms, bucket_ms or optimizer_ms not measured (0)",
                         k, num_segments_));
   } catch (const std::exception& e) {
-    return absl::InternalError(
-        absl::StrCat("profiling the optimizer step of segment ", k, " failed: ", e.what()));
+    return absl::InternalError(absl::StrCat(
+        "profiling the gradient pass and optimizer step of segment ", k, " failed: ", e.what()));
   }
   stage.reset();
   ReleaseCachedMemory(options_.device);

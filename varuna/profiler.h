@@ -23,10 +23,13 @@
 // segment k-1 outputs at b (learned by running segment k-1's forward once when k-1 is not
 // profiled in the same call). Statics: parameter_count, and state_bytes = numel * (element
 // size [weight] + element size [gradient] + 4 [fp32 master gradient] + (element size == 4 ? 0
-// : 4) [fp32 master weight] + 8 [Adam moments]), and optimizer_ms: after the sizes, the mean over
-// timed_passes of varuna::Adam::Step over the stage's parameters (in options.dtype, fp32 masters,
-// random gradients) after one untimed step, around a device synchronisation on CUDA (0 if it
-// runs out of CUDA memory; progress says so). The step changes the stage's weights, which are
+// : 4) [fp32 master weight] + 8 [Adam moments]), and, after the sizes, the step's work over the
+// stage's parameters (in options.dtype, fp32 masters, random gradients), each the mean over
+// timed_passes after one untimed pass, around a device synchronisation on CUDA: gradient_ms
+// (the gradients unscaled into the masters, then their squared norm, as Varuna::step does),
+// bucket_ms (the masters flattened into one bucket and copied back, as its data-parallel sum
+// does around the all-reduce) and optimizer_ms (varuna::Adam::Step). Out of CUDA memory there
+// leaves them 0 (progress says so). The step changes the stage's weights, which are
 // discarded afterwards.
 //
 // On CUDA, running out of memory at size b ends that segment's sizes (the larger ones are left

@@ -46,6 +46,7 @@ absl::Status Validate(const SimulationInput& input) {
     for (const auto& [value, field] :
          {std::make_pair(c.forward_ms, "forward_ms"), std::make_pair(c.backward_ms, "backward_ms"),
           std::make_pair(c.recompute_ms, "recompute_ms"),
+          std::make_pair(c.gradient_ms, "gradient_ms"),
           std::make_pair(c.allreduce_ms, "allreduce_ms")}) {
       if (absl::Status st = CheckCost(value, name + field); !st.ok()) return st;
     }
@@ -280,7 +281,7 @@ class Simulation {
       result.peak_memory_bytes.push_back(c.static_bytes + st.peak_stashed * c.stash_bytes +
                                          st.peak_graphs * c.activation_bytes);
       last_backward = std::max(last_backward, st.finish_ms);
-      end = std::max(end, st.finish_ms + c.allreduce_ms);
+      end = std::max(end, st.finish_ms + c.gradient_ms + c.allreduce_ms);
       busy += st.busy_ms;
     }
     result.minibatch_ms = end + input_.optimizer_ms;

@@ -19,9 +19,9 @@
 //   - a transfer (activation s -> s+1 after F, gradient s+1 -> s after B) starts when the task
 //     producing it ends and takes hop_ms[s] (the boundary between s and s+1); transfers overlap
 //     compute; each direction of a boundary carries one transfer at a time, in order;
-//   - after its last backward, stage s all-reduces its gradients over the D replicas
-//     (allreduce_ms[s]; 0 for D = 1); the mini-batch ends when every stage has finished that,
-//     plus optimizer_ms.
+//   - after its last backward, stage s runs its gradient pass (gradient_ms[s]) and then
+//     all-reduces its gradients over the D replicas (allreduce_ms[s]; 0 for D = 1); the
+//     mini-batch ends when every stage has finished that, plus optimizer_ms.
 // Memory of stage s: static_bytes[s] + (most micro-batches stashed at once) * stash_bytes[s] +
 // (most autograd graphs held at once) * activation_bytes[s], counted along the simulated
 // timeline (a stash lives from the start of F(i) to the end of B(i), a graph from the start of a
@@ -45,7 +45,10 @@ struct StageCosts {
   double forward_ms = 0;
   double backward_ms = 0;
   double recompute_ms = 0;
-  double allreduce_ms = 0;       // this stage's gradient all-reduce over D replicas
+  // After the stage's last backward, in this order: its gradient pass (unscale, norm, and with
+  // D > 1 the bucket copies), then its gradient all-reduce over D replicas.
+  double gradient_ms = 0;
+  double allreduce_ms = 0;
   int64_t static_bytes = 0;      // parameters, gradients, optimizer state
   int64_t stash_bytes = 0;       // one micro-batch's stashed input
   int64_t activation_bytes = 0;  // one micro-batch's autograd graph (activations kept)

@@ -275,6 +275,32 @@ TEST(SearchConfigurationsTest, OneStageOneGpuWorks) {
   EXPECT_DOUBLE_EQ((*result)[2].simulation.minibatch_ms, 24);
 }
 
+TEST(SearchConfigurationsTest, GradientPassAddsBucketCopiesOnlyWithReplicas) {
+  const Profile plain = MakeProfile(2, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);
+  Profile with_pass = plain;
+  for (SegmentStatic& s : with_pass.statics) {
+    s.gradient_ms = 1;
+    s.bucket_ms = 10;
+  }
+  auto times = [](const Profile& p) {
+    std::map<std::tuple<int, int, int>, double> ms;
+    absl::StatusOr<std::vector<Candidate>> all = SearchConfigurations(p, Cluster(1, 2), Options(4));
+    EXPECT_TRUE(all.ok()) << all.status();
+    for (const Candidate& c : *all) {
+      ms[{c.pipeline_stages, c.data_parallel, c.micro_batch}] = c.simulation.minibatch_ms;
+    }
+    return ms;
+  };
+  const auto before = times(plain), after = times(with_pass);
+  ASSERT_EQ(before.size(), after.size());
+  for (const auto& [key, ms] : before) {
+    const auto [p, d, b] = key;
+    SCOPED_TRACE(absl::StrFormat("P=%d D=%d b=%d", p, d, b));
+    // P=1 x D=2: one stage of both segments, 2 x (1 + 10) ms; P=2 x D=1: 1 ms per stage.
+    EXPECT_DOUBLE_EQ(after.at(key), ms + (p == 1 ? 22 : 1));
+  }
+}
+
 TEST(SearchConfigurationsTest, OptimizerStepAddsTheSlowestStagesSum) {
   // Segments step in 3 ms and 1 ms: one stage steps in 4 ms, two stages in parallel in 3 ms.
   const Profile plain = MakeProfile(2, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);

@@ -46,7 +46,8 @@ Profile FullProfile() {
   p.dtype = "float32";
   p.num_segments = 3;
   for (int k = 0; k < 3; ++k) {
-    p.statics.push_back({1000 * (k + 1), 16000 * (k + 1), 0.25 * (k + 1)});
+    p.statics.push_back(
+        {1000 * (k + 1), 16000 * (k + 1), 0.25 * (k + 1), 0.125 * (k + 1), 0.0625 * (k + 1)});
     p.compute.push_back(
         {{1, Measurement(0.5 + k)}, {2, Measurement(0.9 + k)}, {4, Measurement(1.7 + k)}});
   }
@@ -67,6 +68,8 @@ void ExpectEqual(const Profile& a, const Profile& b) {
     EXPECT_EQ(a.statics[k].parameter_count, b.statics[k].parameter_count);
     EXPECT_EQ(a.statics[k].state_bytes, b.statics[k].state_bytes);
     EXPECT_EQ(a.statics[k].optimizer_ms, b.statics[k].optimizer_ms);
+    EXPECT_EQ(a.statics[k].gradient_ms, b.statics[k].gradient_ms);
+    EXPECT_EQ(a.statics[k].bucket_ms, b.statics[k].bucket_ms);
   }
   EXPECT_EQ(a.compute, b.compute);
   EXPECT_EQ(a.send_within_node.points, b.send_within_node.points);
@@ -142,17 +145,23 @@ TEST_F(ProfileFilesTest, PartialProfileRoundTripsWithoutTheMissingSegments) {
   EXPECT_THAT(read->CommonMicroBatchSizes(), ElementsAre(4));
 }
 
-TEST_F(ProfileFilesTest, OptimizerTimeRoundTripsAndIsZeroInOlderFiles) {
+TEST_F(ProfileFilesTest, StepTimesRoundTripAndAreZeroInOlderFiles) {
   ASSERT_TRUE(WriteProfile(FullProfile(), dir_).ok());
   EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"optimizer_ms\": 0.5"));
+  EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"gradient_ms\": 0.25"));
+  EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"bucket_ms\": 0.125"));
   absl::StatusOr<Profile> read = ReadProfile(dir_);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->statics[1].optimizer_ms, 0.5);
-  // A file written before the field existed: no "optimizer_ms" at all.
-  Replace("segment_1.json", "\"optimizer_ms\"", "\"unrelated_ms\"");
+  // A file written before the fields existed: none of them.
+  for (const char* field : {"\"optimizer_ms\"", "\"gradient_ms\"", "\"bucket_ms\""}) {
+    Replace("segment_1.json", field, absl::StrCat("\"unrelated_", field + 1));
+  }
   read = ReadProfile(dir_);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->statics[1].optimizer_ms, 0);
+  EXPECT_EQ(read->statics[1].gradient_ms, 0);
+  EXPECT_EQ(read->statics[1].bucket_ms, 0);
   EXPECT_EQ(read->statics[1].parameter_count, 2000);
   EXPECT_EQ(read->statics[2].optimizer_ms, 0.75);
 }
@@ -229,6 +238,9 @@ TEST(ProfileTest, ValidateNamesTheProblem) {
   p = FullProfile();
   p.statics[1].optimizer_ms = std::nan("");
   EXPECT_THAT(message(p), HasSubstr("segment 1: optimizer_ms = nan must be finite and >= 0"));
+  p = FullProfile();
+  p.statics[0].bucket_ms = -1;
+  EXPECT_THAT(message(p), HasSubstr("segment 0: bucket_ms = -1 must be finite and >= 0"));
   p = FullProfile();
   p.send_across_nodes.points = {{10, 1}, {10, 2}};
   EXPECT_THAT(message(p), HasSubstr("send_across_nodes is not sorted by bytes"));

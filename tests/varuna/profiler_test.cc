@@ -93,6 +93,10 @@ TEST_F(ProfilerTest, MeasuresEverySegmentAtEverySize) {
     EXPECT_EQ(profile->statics[k].state_bytes, summary.segments[k].allocated * (4 + 4 + 4 + 8));
     EXPECT_GT(profile->statics[k].optimizer_ms, 0);  // one Adam step over the segment
     EXPECT_LT(profile->statics[k].optimizer_ms, 1000);
+    EXPECT_GT(profile->statics[k].gradient_ms, 0);  // unscale + norm over the segment
+    EXPECT_LT(profile->statics[k].gradient_ms, 1000);
+    EXPECT_GT(profile->statics[k].bucket_ms, 0);  // flatten + copy back
+    EXPECT_LT(profile->statics[k].bucket_ms, 1000);
   }
   ASSERT_EQ(lines_.size(), 6u);
   EXPECT_THAT(lines_[0], HasSubstr("segment 0 of 3, micro-batch 1: forward "));

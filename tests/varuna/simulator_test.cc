@@ -73,6 +73,19 @@ TEST(SimulatorTest, AllReduceAndOptimizerAddToTheMinibatch) {
   }
 }
 
+TEST(SimulatorTest, TheGradientPassRunsBeforeTheAllReduce) {
+  // GPipe: stage s finishes its last backward at (m + P - 1)(F + B) - s * B = 12, 10, 8.
+  SimulationInput input = Uniform(ScheduleKind::kGpipe, 3, 2, 1, 2, 1);
+  input.stages[2].gradient_ms = 2;   // 8 -> 10
+  input.stages[2].allreduce_ms = 3;  // -> 13
+  input.stages[0].gradient_ms = 0.5;
+  EXPECT_DOUBLE_EQ(Simulated(input).minibatch_ms, 13);
+  input.stages[0].allreduce_ms = 1;  // 12 + 0.5 + 1 = 13.5
+  EXPECT_DOUBLE_EQ(Simulated(input).minibatch_ms, 13.5);
+  input.stages[1].gradient_ms = -1;
+  EXPECT_THAT(Simulate(input).status().message(), HasSubstr("stages[1].gradient_ms"));
+}
+
 TEST(SimulatorTest, TheSlowestAllReduceAfterItsStageFinishesEndsTheStep) {
   // GPipe: stage s finishes its last backward at (m + P - 1)(F + B) - s * B.
   SimulationInput input = Uniform(ScheduleKind::kGpipe, 3, 2, 1, 2, 1);
