@@ -91,6 +91,9 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "random tokens stand in for data, so no dataset is needed)");
   p.Add("profile-micro-batches", &a.profile_micro_batches,
         "micro-batch sizes to profile: a list (1,2,4,8), a range (1-24), or both (1-4,8)");
+  p.Add("profile-segments", &a.profile_segments_text,
+        "with --profiling: only these segments (0 = embeddings + layer 0; a list 0,5, a range "
+        "0-3, or both); default all. Split a large model's profile over runs or machines");
   p.Add("profile-dir", &a.profile_dir,
         "directory of the profile (default: --save); an existing profile there is extended");
   p.Add("schedule", &a.schedule, "pipeline schedule: varuna, gpipe or 1f1b");
@@ -217,9 +220,11 @@ absl::Status Validate(const TrainerArguments& a) {
   return absl::OkStatus();
 }
 
-// --profile-micro-batches: comma-separated sizes N or ranges A-B, each >= 1; sorted, unique.
-absl::StatusOr<std::vector<int>> ParseMicroBatchSizes(const std::string& text) {
-  const std::string flag = absl::StrCat("--profile-micro-batches=", text);
+// A list of comma-separated numbers N or ranges A-B, each >= `minimum`, of `what` for the flag
+// `name`; sorted, unique.
+absl::StatusOr<std::vector<int>> ParseNumberList(const std::string& name, const std::string& text,
+                                                 int minimum, const std::string& what) {
+  const std::string flag = absl::StrCat("--", name, "=", text);
   std::set<int> sizes;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     item = absl::StripAsciiWhitespace(item);
@@ -228,18 +233,20 @@ absl::StatusOr<std::vector<int>> ParseMicroBatchSizes(const std::string& text) {
     int last = 0;
     if (!absl::SimpleAtoi(ends[0], &first) ||
         !absl::SimpleAtoi(ends.size() == 2 ? ends[1] : ends[0], &last)) {
-      return Invalid(absl::StrCat(flag, ": \"", item,
-                                  "\" is not a size or a range A-B: use e.g. 1,2,4,8 or 1-24"));
+      return Invalid(
+          absl::StrCat(flag, ": \"", item, "\" is not a number or a range A-B: use e.g. ", minimum,
+                       ",", minimum + 1, ",", minimum + 3, " or ", minimum, "-", minimum + 23));
     }
-    if (first < 1 || last < 1) {
-      return Invalid(absl::StrCat(flag, ": micro-batch sizes must be at least 1 (\"", item, "\")"));
+    if (first < minimum || last < minimum) {
+      return Invalid(
+          absl::StrCat(flag, ": ", what, " must be at least ", minimum, " (\"", item, "\")"));
     }
     if (first > last) {
       return Invalid(
           absl::StrCat(flag, ": the range ", item, " is empty: write the smaller size first"));
     }
     if (last - first > 4096) {
-      return Invalid(absl::StrCat(flag, ": the range ", item, " has more than 4096 sizes"));
+      return Invalid(absl::StrCat(flag, ": the range ", item, " has more than 4096 ", what));
     }
     for (int b = first; b <= last; ++b) sizes.insert(b);
   }
@@ -304,9 +311,16 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   }
   if (a.data_path.empty()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;
-  absl::StatusOr<std::vector<int>> sizes = ParseMicroBatchSizes(a.profile_micro_batches);
+  absl::StatusOr<std::vector<int>> sizes =
+      ParseNumberList("profile-micro-batches", a.profile_micro_batches, 1, "micro-batch sizes");
   if (!sizes.ok()) return sizes.status();
   a.profile_micro_batch_sizes = *std::move(sizes);
+  if (!a.profile_segments_text.empty()) {
+    absl::StatusOr<std::vector<int>> segments =
+        ParseNumberList("profile-segments", a.profile_segments_text, 0, "segment indices");
+    if (!segments.ok()) return segments.status();
+    a.profile_segments = *std::move(segments);
+  }
   absl::StatusOr<std::vector<int>> stage_segments = ParseStageSegments(a.stage_segments_text);
   if (!stage_segments.ok()) return stage_segments.status();
   a.stage_segments = *std::move(stage_segments);

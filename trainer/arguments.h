@@ -85,7 +85,9 @@ struct TrainerArguments {
   // --profiling: measure the model's segments instead of training (Varuna's profile mode).
   bool profiling = false;
   std::string profile_micro_batches = "1-24";  // Sizes: a list "1,2,4,8", ranges "1-24", or both.
-  std::string profile_dir;                     // Where the profile goes; empty: --save.
+  std::string profile_segments_text;           // --profile-segments as given; empty: every segment.
+  std::vector<int> profile_segments;  // Parsed, ascending, each >= 0 (checked against the model).
+  std::string profile_dir;            // Where the profile goes; empty: --save.
   std::vector<int> profile_micro_batch_sizes;  // --profile-micro-batches parsed, ascending.
   std::string schedule = "varuna";             // varuna, gpipe or 1f1b
   std::string attention_backend = "auto";      // auto, fused-softmax or sdpa

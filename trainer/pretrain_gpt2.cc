@@ -303,6 +303,7 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
   ProfileModeOptions options;
   options.dir = ResolveUserPath(a.profile_dir.empty() ? a.save : a.profile_dir);
   options.micro_batch_sizes = a.profile_micro_batch_sizes;
+  options.segments = a.profile_segments;
   options.device = engine.device;
   options.device_name = DeviceName(engine.device);
   options.dtype = engine.dtype;

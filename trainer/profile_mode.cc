@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -175,6 +176,13 @@ std::string DescribeCurves(const varuna::Profile& profile) {
 
 absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptions& options,
                           TrainingLog& log) {
+  for (int k : options.segments) {
+    if (k >= config.num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--profile-segments: segment ", k, " does not exist: the model has ", config.num_layers,
+          " segments, 0-", config.num_layers - 1, " (one per layer)"));
+    }
+  }
   const auto start = std::chrono::steady_clock::now();
   const varuna::json::Value model_json = ModelConfigJson(config);
   const std::string model = varuna::json::Serialize(model_json);
@@ -197,8 +205,13 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
   if (base) log.Info(absl::StrCat("> profiling: extending the profile in ", options.dir));
 
   // The segments the profile lacks, the i-th of them measured by rank i mod world_size.
-  const std::vector<int> missing =
-      MissingSegments(base, config.num_layers, options.micro_batch_sizes);
+  std::vector<int> missing = MissingSegments(base, config.num_layers, options.micro_batch_sizes);
+  if (!options.segments.empty()) {
+    std::vector<int> requested;
+    std::set_intersection(missing.begin(), missing.end(), options.segments.begin(),
+                          options.segments.end(), std::back_inserter(requested));
+    missing = std::move(requested);
+  }
   std::vector<int> mine;
   for (size_t i = 0; i < missing.size(); ++i) {
     if (static_cast<int>(i % static_cast<size_t>(world_size)) == rank) mine.push_back(missing[i]);

@@ -48,6 +48,8 @@ namespace trainer {
 struct ProfileModeOptions {
   std::string dir;                     // The profile directory, resolved.
   std::vector<int> micro_batch_sizes;  // Ascending, each >= 1.
+  // The segments to measure (--profile-segments), ascending; empty: all of them.
+  std::vector<int> segments;
   c10::Device device = c10::kCPU;
   std::string device_name;  // Profile::device, e.g. "NVIDIA H200" or "cpu".
   at::ScalarType dtype = at::kFloat;
@@ -59,8 +61,10 @@ struct ProfileModeOptions {
   int gpus_per_node = 1;
 };
 
-// Profiles the missing pairs of `config` into options.dir and logs each measurement, where it
-// wrote and how long it took. OK, or: FailedPrecondition naming the difference when the
+// Profiles the missing pairs of `config` (of options.segments only, when given) into
+// options.dir and logs each measurement, where it wrote and how long it took. OK, or:
+// InvalidArgument naming --profile-segments when a segment is beyond the model's (before
+// anything is read or written); FailedPrecondition naming the difference when the
 // directory holds a profile of another model, device or dtype; ReadProfile's error for a
 // malformed profile; the profiler's, the communication profiler's or WriteProfile's error (with
 // a world: the lowest failing rank's, on every rank).

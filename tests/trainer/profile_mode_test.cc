@@ -79,6 +79,41 @@ TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
   EXPECT_EQ(third->CommonMicroBatchSizes(), (std::vector<int>{1, 2, 3}));
 }
 
+// --profile-segments measures only the segments named (Varuna's pstages_to_profile), so a large
+// model's profile can be split over runs; a later run fills in the rest. A segment the model
+// lacks is refused before anything is written.
+TEST_F(ProfileModeTest, ProfileSegmentsMeasuresOnlyThoseAndTheRestLater) {
+  Result r = Run(Plus(Profiling("1,2"), {"--profile-segments=1"}), "segment_1");
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("> profiling 1 of 2 segments"));
+  absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(dir_ + "/profile");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_TRUE(profile->compute[0].empty());
+  EXPECT_EQ(profile->compute[1].size(), 2u);
+  EXPECT_GT(profile->statics[1].gradient_ms, 0);
+
+  r = Run(Profiling("1,2"), "rest");
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("> profiling 1 of 2 segments"));
+  profile = varuna::ReadProfile(dir_ + "/profile");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_EQ(profile->CommonMicroBatchSizes(), (std::vector<int>{1, 2}));
+
+  const auto written = fs::last_write_time(dir_ + "/profile/profile.json");
+  for (const char* bad : {"--profile-segments=-1", "--profile-segments=x"}) {
+    r = Run(Plus(Profiling("4"), {bad}), "bad");
+    EXPECT_EQ(r.exit.code, 2) << bad << "\n" << Describe(r);
+  }
+  // Checked against the model once it is known: a run-time error.
+  r = Run(Plus(Profiling("4"), {"--profile-segments=0,2"}), "beyond");
+  EXPECT_EQ(r.exit.code, 1) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("--profile-segments: segment 2 does not exist: the model "
+                                       "has 2 segments, 0-1 (one per layer)"));
+  EXPECT_THAT(Run(Plus(Profiling("4"), {"--profile-segments=x"}), "word").exit.output,
+              HasSubstr("--profile-segments=x: \"x\" is not a number or a range A-B"));
+  EXPECT_EQ(fs::last_write_time(dir_ + "/profile/profile.json"), written);
+}
+
 // Under the launcher, 2 processes share the segments of a 3-layer model (rank 0 measures
 // segments 0 and 2, rank 1 segment 1), measure the communication curves (both on one node:
 // sends within a node, an all-reduce ring of 2) and leave one profile behind.
