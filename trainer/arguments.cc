@@ -220,12 +220,20 @@ absl::Status Validate(const TrainerArguments& a) {
   return absl::OkStatus();
 }
 
-// A list of comma-separated numbers N or ranges A-B, each >= `minimum`, of `what` for the flag
-// `name`; sorted, unique.
-absl::StatusOr<std::vector<int>> ParseNumberList(const std::string& name, const std::string& text,
-                                                 int minimum, const std::string& what) {
-  const std::string flag = absl::StrCat("--", name, "=", text);
-  std::set<int> sizes;
+// The flag `name`'s list of comma-separated numbers N or ranges A-B, each >= `minimum`; sorted,
+// unique. Errors call one number `noun` and several `what`, and suggest `example`.
+struct NumberListSpec {
+  const char* name;
+  int minimum;
+  const char* noun;
+  const char* what;
+  const char* example;
+};
+
+absl::StatusOr<std::vector<int>> ParseNumberList(const NumberListSpec& spec,
+                                                 const std::string& text) {
+  const std::string flag = absl::StrCat("--", spec.name, "=", text);
+  std::set<int> numbers;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     item = absl::StripAsciiWhitespace(item);
     std::vector<absl::string_view> ends = absl::StrSplit(item, absl::MaxSplits('-', 1));
@@ -233,24 +241,23 @@ absl::StatusOr<std::vector<int>> ParseNumberList(const std::string& name, const 
     int last = 0;
     if (!absl::SimpleAtoi(ends[0], &first) ||
         !absl::SimpleAtoi(ends.size() == 2 ? ends[1] : ends[0], &last)) {
-      return Invalid(
-          absl::StrCat(flag, ": \"", item, "\" is not a number or a range A-B: use e.g. ", minimum,
-                       ",", minimum + 1, ",", minimum + 3, " or ", minimum, "-", minimum + 23));
+      return Invalid(absl::StrCat(flag, ": \"", item, "\" is not a ", spec.noun,
+                                  " or a range A-B: use e.g. ", spec.example));
     }
-    if (first < minimum || last < minimum) {
-      return Invalid(
-          absl::StrCat(flag, ": ", what, " must be at least ", minimum, " (\"", item, "\")"));
+    if (first < spec.minimum || last < spec.minimum) {
+      return Invalid(absl::StrCat(flag, ": ", spec.what, " must be at least ", spec.minimum, " (\"",
+                                  item, "\")"));
     }
     if (first > last) {
       return Invalid(
-          absl::StrCat(flag, ": the range ", item, " is empty: write the smaller size first"));
+          absl::StrCat(flag, ": the range ", item, " is empty: write the smaller number first"));
     }
     if (last - first > 4096) {
-      return Invalid(absl::StrCat(flag, ": the range ", item, " has more than 4096 ", what));
+      return Invalid(absl::StrCat(flag, ": the range ", item, " has more than 4096 ", spec.what));
     }
-    for (int b = first; b <= last; ++b) sizes.insert(b);
+    for (int n = first; n <= last; ++n) numbers.insert(n);
   }
-  return std::vector<int>(sizes.begin(), sizes.end());
+  return std::vector<int>(numbers.begin(), numbers.end());
 }
 
 // --stage-segments: comma-separated stage sizes, each >= 1 (checked against the stage map and
@@ -312,12 +319,14 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   if (a.data_path.empty()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;
   absl::StatusOr<std::vector<int>> sizes =
-      ParseNumberList("profile-micro-batches", a.profile_micro_batches, 1, "micro-batch sizes");
+      ParseNumberList({"profile-micro-batches", 1, "size", "micro-batch sizes", "1,2,4,8 or 1-24"},
+                      a.profile_micro_batches);
   if (!sizes.ok()) return sizes.status();
   a.profile_micro_batch_sizes = *std::move(sizes);
   if (!a.profile_segments_text.empty()) {
     absl::StatusOr<std::vector<int>> segments =
-        ParseNumberList("profile-segments", a.profile_segments_text, 0, "segment indices");
+        ParseNumberList({"profile-segments", 0, "segment", "segment indices", "0,5 or 0-9"},
+                        a.profile_segments_text);
     if (!segments.ok()) return segments.status();
     a.profile_segments = *std::move(segments);
   }

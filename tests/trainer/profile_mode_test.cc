@@ -110,7 +110,7 @@ TEST_F(ProfileModeTest, ProfileSegmentsMeasuresOnlyThoseAndTheRestLater) {
   EXPECT_THAT(r.exit.output, HasSubstr("--profile-segments: segment 2 does not exist: the model "
                                        "has 2 segments, 0-1 (one per layer)"));
   EXPECT_THAT(Run(Plus(Profiling("4"), {"--profile-segments=x"}), "word").exit.output,
-              HasSubstr("--profile-segments=x: \"x\" is not a number or a range A-B"));
+              HasSubstr("--profile-segments=x: \"x\" is not a segment or a range A-B"));
   EXPECT_EQ(fs::last_write_time(dir_ + "/profile/profile.json"), written);
 }
 
