@@ -73,13 +73,6 @@ int main(int argc, char** argv) {
     context.directory = varuna::UserDirectory(environment);
     context.host_name = varuna::HostName();
     context.environment = environment;
-    if (absl::Status status = varuna::ValidateMorphOptions(*options); !status.ok()) {
-      return Fail(status);
-    }
-    absl::StatusOr<std::string> program = varuna::ResolveProgram(
-        options->command[0], environment, std::filesystem::current_path().string());
-    if (!program.ok()) return Fail(program.status());
-    context.program = *program;
     return varuna::RunMorphingJob(*options, context);
   }
   if (options->master_port == 0 && options->nnodes == 1) {
@@ -114,7 +107,7 @@ int main(int argc, char** argv) {
   group.grace_seconds = options->grace_seconds;
   if (options->stop_on_stdin) {
     group.control_fd = STDIN_FILENO;
-    group.resend_stop_seconds = 5;  // as the manager does (morph.h)
+    group.resend_stop_seconds = varuna::kMorphResendStopSeconds;
   }
   absl::StatusOr<varuna::WorkerGroupResult> result = varuna::RunWorkerGroup(plan->workers, group);
   if (!result.ok()) return Fail(result.status());

@@ -113,7 +113,7 @@ absl::StatusOr<LaunchChoice> ChooseLaunchConfiguration(const Profile& profile,
   return choice;
 }
 
-absl::StatusOr<LaunchChoice> ChooseFromProfileDir(const LaunchOptions& options) {
+absl::StatusOr<Profile> ReadLaunchProfile(const LaunchOptions& options) {
   absl::StatusOr<Profile> profile = ReadProfile(options.profile_dir);
   if (!profile.ok()) {
     return absl::Status(
@@ -123,6 +123,12 @@ absl::StatusOr<LaunchChoice> ChooseFromProfileDir(const LaunchOptions& options) 
                      options.profile_dir,
                      "` and the workers' model flags, or give --nstages and --chunk_size"));
   }
+  return profile;
+}
+
+absl::StatusOr<LaunchChoice> ChooseFromProfileDir(const LaunchOptions& options) {
+  absl::StatusOr<Profile> profile = ReadLaunchProfile(options);
+  if (!profile.ok()) return profile.status();
   return ChooseLaunchConfiguration(*profile, options);
 }
 

@@ -56,9 +56,12 @@ struct LaunchChoice {
 absl::StatusOr<LaunchChoice> ChooseLaunchConfiguration(const Profile& profile,
                                                        const LaunchOptions& options);
 
-// Reads the profile in options.profile_dir (a path the caller has resolved) and chooses as
-// ChooseLaunchConfiguration does. ReadProfile's error prefixed with --profile_dir and how to
-// write a profile when the directory holds no readable profile.
+// Reads the profile in options.profile_dir (a path the caller has resolved). ReadProfile's error
+// prefixed with --profile_dir and how to write a profile when the directory holds no readable
+// profile.
+absl::StatusOr<Profile> ReadLaunchProfile(const LaunchOptions& options);
+
+// ReadLaunchProfile, then ChooseLaunchConfiguration.
 absl::StatusOr<LaunchChoice> ChooseFromProfileDir(const LaunchOptions& options);
 
 }  // namespace varuna

@@ -16,12 +16,6 @@
 namespace varuna {
 namespace {
 
-// Dashes and underscores are the same in flag names.
-std::string FlagKey(std::string name) {
-  std::replace(name.begin(), name.end(), '-', '_');
-  return name;
-}
-
 enum class FlagType { kInt, kDouble, kString, kBool };
 
 struct FlagSpec {
@@ -131,12 +125,6 @@ absl::Status Assign(const FlagSpec& flag, const std::string& value, LaunchOption
   return absl::OkStatus();
 }
 
-// The name of a `--name=value` or `--name` argument.
-std::string FlagName(const std::string& arg) {
-  const size_t eq = arg.find('=');
-  return arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-}
-
 // "1, 2, 4" for 4.
 std::string Divisors(int n) {
   std::vector<int> divisors;
@@ -210,7 +198,20 @@ const std::set<std::string>& PerProcessFlags() {
   return *flags;
 }
 
+// The name of a `--name=value` or `--name` argument.
+std::string FlagName(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  return arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+}
+
 }  // namespace
+
+std::string FlagKey(const std::string& arg) {
+  if (arg.size() < 3 || arg.rfind("--", 0) != 0) return "";
+  std::string key = FlagName(arg);
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
 
 absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& args) {
   LaunchOptions options;
@@ -233,7 +234,7 @@ absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& a
     }
     const size_t eq = arg.find('=');
     const std::string name = FlagName(arg);
-    const FlagSpec* flag = FindFlag(FlagKey(name));
+    const FlagSpec* flag = FindFlag(FlagKey(arg));
     if (flag == nullptr) {
       std::vector<std::string> known;
       for (const FlagSpec& f : kFlags) known.push_back(absl::StrCat("--", f.name));
@@ -384,15 +385,13 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
   }
   for (size_t i = 1; i < options.command.size(); ++i) {
     const std::string& arg = options.command[i];
-    if (arg.rfind("--", 0) != 0) continue;
-    const std::string name = FlagName(arg);
-    if (!options.stage_segments.empty() && FlagKey(name) == "stage_segments") {
+    if (!options.stage_segments.empty() && FlagKey(arg) == "stage_segments") {
       return invalid("the worker flag ", arg,
                      " conflicts with the stage boundaries the launcher chose from --profile_dir=",
                      options.profile_dir,
                      ": remove it, or give --nstages and --chunk_size to choose yourself");
     }
-    if (PerProcessFlags().count(FlagKey(name)) > 0) {
+    if (PerProcessFlags().count(FlagKey(arg)) > 0) {
       return invalid("the worker flag ", arg,
                      " is set by the launcher for each process (--rank, --local_rank, "
                      "--stage_to_rank_map, --chunk_size, --batch-size = --batch_size / D): remove "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -24,21 +25,7 @@ namespace {
 
 // The trainer's tracker of its newest complete checkpoint (checkpoint_files.h).
 constexpr char kTracker[] = "latest_checkpointed_iteration.txt";
-// How often a stop request is repeated to workers still running (worker_group.h).
-constexpr double kResendStopSeconds = 5;
 constexpr std::chrono::seconds kListPoll(1);
-
-std::string FlagKey(absl::string_view name) {
-  std::string key(name);
-  std::replace(key.begin(), key.end(), '-', '_');
-  return key;
-}
-
-// The name of a worker argument "--name" or "--name=value", with '-' as '_'; "" otherwise.
-std::string WorkerFlagKey(const std::string& arg) {
-  if (arg.size() < 3 || arg.rfind("--", 0) != 0) return "";
-  return FlagKey(absl::string_view(arg).substr(2, arg.find('=') - 2));
-}
 
 bool IsLoopbackName(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
@@ -117,9 +104,9 @@ absl::StatusOr<std::vector<std::string>> ReadMachineList(const std::string& path
 std::optional<std::string> WorkerFlagValue(const std::vector<std::string>& command,
                                            const std::string& name) {
   std::optional<std::string> value;
-  const std::string key = FlagKey(name);
+  const std::string key = FlagKey("--" + name);
   for (size_t i = 1; i < command.size(); ++i) {
-    if (WorkerFlagKey(command[i]) != key) continue;
+    if (FlagKey(command[i]) != key) continue;
     const size_t eq = command[i].find('=');
     if (eq != std::string::npos) {
       value = command[i].substr(eq + 1);
@@ -134,7 +121,7 @@ std::vector<std::string> ResumeCommand(const std::vector<std::string>& command,
                                        const std::string& load) {
   std::vector<std::string> out;
   for (size_t i = 0; i < command.size(); ++i) {
-    const std::string key = i == 0 ? "" : WorkerFlagKey(command[i]);
+    const std::string key = i == 0 ? "" : FlagKey(command[i]);
     if (key == "load" || key == "load_iteration" || key == "resume_step") {
       if (command[i].find('=') == std::string::npos) ++i;  // its value is the next argument
       continue;
@@ -294,7 +281,7 @@ std::vector<WorkerSpec> NodeSpecs(const MorphGeneration& generation,
         absl::StrCat("--grace_seconds=", o.grace_seconds),
         "--stop_on_stdin",
         "--",
-        context.program,
+        command[0],
     };
     launch.insert(launch.end(), command.begin() + 1, command.end());
     if (!o.stage_segments.empty()) {
@@ -328,19 +315,18 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
     return code;
   };
   if (absl::Status status = ValidateMorphOptions(options); !status.ok()) return fail(status, 2);
+  // The worker command with its program resolved once, here, for every generation.
+  std::vector<std::string> job_command = options.command;
+  absl::StatusOr<std::string> program =
+      ResolveProgram(job_command[0], context.environment, std::filesystem::current_path().string());
+  if (!program.ok()) return fail(program.status(), 2);
+  job_command[0] = *program;
   LaunchOptions resolved = options;
   std::optional<Profile> profile;
   if (*ConfiguresFromProfile(options)) {
     resolved.profile_dir = UserPath(options.profile_dir, context.environment);
-    absl::StatusOr<Profile> read = ReadProfile(resolved.profile_dir);
-    if (!read.ok()) {
-      return fail(absl::Status(read.status().code(),
-                               absl::StrCat("--profile_dir=", options.profile_dir, ": ",
-                                            read.status().message(),
-                                            ": write a profile there with `pretrain_gpt2 "
-                                            "--profiling` and the workers' model flags")),
-                  2);
-    }
+    absl::StatusOr<Profile> read = ReadLaunchProfile(resolved);
+    if (!read.ok()) return fail(read.status(), 2);
     profile = std::move(*read);
   }
   const std::string list_path = UserPath(options.machine_list, context.environment);
@@ -350,7 +336,8 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
   absl::StatusOr<std::vector<std::string>> first = ReadMachineList(list_path);
   if (!first.ok()) return fail(first.status(), 2);
   std::vector<std::string> listed = *first;
-  for (int generation = 0;; ++generation) {
+  int generation = 0;
+  while (true) {
     absl::StatusOr<MorphGeneration> config =
         ConfigureGeneration(resolved, listed, profile ? &*profile : nullptr, context.host_name);
     if (!config.ok()) {
@@ -361,10 +348,9 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
           absl::StrCat("cannot run on the ", unusable.size(), " machine(s) listed now: ",
                        config.status().message(), "; waiting for ", list_path, " to change"),
           context);
-      --generation;
       continue;
     }
-    std::vector<std::string> command = options.command;
+    std::vector<std::string> command = job_command;
     std::string resume_note;
     if (generation > 0) {
       if (std::optional<int64_t> at = TrackedIteration(save_dir)) {
@@ -380,7 +366,7 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
     group.grace_seconds = options.grace_seconds;
     group.output_fd = context.output_fd;
     group.message_fd = context.message_fd;
-    group.resend_stop_seconds = kResendStopSeconds;
+    group.resend_stop_seconds = kMorphResendStopSeconds;
     group.watch = [&list_path, &listed]() -> std::string {
       absl::StatusOr<std::vector<std::string>> now = ReadMachineList(list_path);
       if (!now.ok() || *now == listed) return "";
@@ -409,6 +395,7 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
                       " names none: check that the worker program checkpoints on SIGUSR1")),
                   1);
     }
+    ++generation;
     listed = WaitForList(
         list_path, [](const std::vector<std::string>&) { return true; },
         absl::StrCat("checkpoint at iteration ", *at, "; waiting for ", list_path,

@@ -43,6 +43,10 @@
 
 namespace varuna {
 
+// How often a checkpoint-and-stop request is repeated to workers still running, by the manager
+// and by its node launchers (worker_group.h).
+inline constexpr double kMorphResendStopSeconds = 5;
+
 // The hosts of a machine list's text, in order. InvalidArgument naming `path` and the line
 // when a line holds more than one word.
 absl::StatusOr<std::vector<std::string>> ParseMachineList(absl::string_view text,
@@ -97,7 +101,6 @@ absl::StatusOr<MorphGeneration> ConfigureGeneration(const LaunchOptions& options
 // Where and how the manager runs.
 struct MorphContext {
   std::string launcher;                            // path of this launcher binary
-  std::string program;                             // the resolved worker program
   std::string directory;                           // the user's directory (UserDirectory)
   std::string host_name;                           // HostName()
   std::map<std::string, std::string> environment;  // the manager's environment
@@ -106,7 +109,8 @@ struct MorphContext {
 };
 
 // The node launchers of `generation` with rendezvous port `master_port` (see step 3 above),
-// running `command` (generation.options.command, possibly ResumeCommand'ed). Each is
+// running `command`: the worker command with its program resolved (ResolveProgram), possibly
+// ResumeCommand'ed. Each is
 // control_via_stdin, named "node i (host)", and passes its output on unprefixed (its own
 // launcher prefixes the workers' lines).
 std::vector<WorkerSpec> NodeSpecs(const MorphGeneration& generation,
@@ -115,7 +119,8 @@ std::vector<WorkerSpec> NodeSpecs(const MorphGeneration& generation,
 
 // Runs the morphing job (steps 1-5 above) until it ends. Returns the exit code: 0 when the job
 // finished or was stopped by SIGINT/SIGTERM/SIGHUP; the first failing node's code; 2 when the
-// first generation cannot be configured or the options are invalid (ValidateMorphOptions);
+// first generation cannot be configured, the options are invalid (ValidateMorphOptions), the
+// worker program cannot be found (ResolveProgram) or the profile cannot be read;
 // 1 when a generation stopped for a checkpoint but no checkpoint is in --save. Later
 // generations that cannot be configured for the machines listed wait for the list to change.
 int RunMorphingJob(const LaunchOptions& options, const MorphContext& context);

@@ -200,12 +200,11 @@ TEST(NodeSpecsTest, LocalNodesRunTheLauncherAndRemoteOnesGoThroughTheShell) {
   g->options.stage_segments = {3, 1};
   MorphContext context;
   context.launcher = "/opt/launch";
-  context.program = "/opt/train";
   context.directory = "/home/u/run's";
   context.host_name = "me";
   context.environment = {{"PATH", "/bin"}};
   const std::vector<WorkerSpec> nodes =
-      NodeSpecs(*g, {"train", "--save=ckpt", "--load=ckpt"}, 4321, context);
+      NodeSpecs(*g, {"/opt/train", "--save=ckpt", "--load=ckpt"}, 4321, context);
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_THAT(nodes[0].argv,
               ElementsAre("/opt/launch", "--nstages=2", "--chunk_size=1", "--batch_size=4",
