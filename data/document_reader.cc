@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 
 namespace data {
 namespace {

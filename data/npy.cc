@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "varuna/posix_file.h"
+#include "varuna/io/posix_file.h"
 
 namespace data {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "trainer/flags.h"
 #include "trainer/lr_schedule.h"
-#include "varuna/schedule.h"
+#include "varuna/pipeline/schedule.h"
 
 namespace trainer {
 namespace {

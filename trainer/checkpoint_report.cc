@@ -17,10 +17,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "trainer/flags.h"
-#include "varuna/checkpoint_files.h"
-#include "varuna/crc32c.h"
-#include "varuna/json.h"
-#include "varuna/safetensors.h"
+#include "varuna/checkpoint/files.h"
+#include "varuna/io/crc32c.h"
+#include "varuna/io/json.h"
+#include "varuna/io/safetensors.h"
 
 namespace trainer {
 namespace {

@@ -20,7 +20,7 @@
 #include "data/indexed_dataset.h"
 #include "data/pretraining_sampler.h"
 #include "data/split.h"
-#include "varuna/tensor_map.h"
+#include "varuna/pipeline/tensor_map.h"
 
 namespace trainer {
 

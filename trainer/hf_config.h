@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/gpt2/config.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 
 namespace trainer {
 

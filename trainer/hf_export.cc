@@ -21,9 +21,9 @@
 #include "models/gpt2/config.h"
 #include "models/gpt2/parameter_names.h"
 #include "trainer/flags.h"
-#include "varuna/checkpoint_files.h"
-#include "varuna/posix_file.h"
-#include "varuna/safetensors.h"
+#include "varuna/checkpoint/files.h"
+#include "varuna/io/posix_file.h"
+#include "varuna/io/safetensors.h"
 
 namespace trainer {
 namespace {

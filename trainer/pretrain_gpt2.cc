@@ -43,10 +43,10 @@
 #include "trainer/stop_signal.h"
 #include "trainer/throughput.h"
 #include "trainer/training_log.h"
-#include "varuna/checkpoint_files.h"
+#include "varuna/checkpoint/files.h"
 #include "varuna/comm/world.h"
-#include "varuna/json.h"
-#include "varuna/schedule.h"
+#include "varuna/io/json.h"
+#include "varuna/pipeline/schedule.h"
 #include "varuna/varuna.h"
 
 namespace trainer {

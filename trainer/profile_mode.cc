@@ -18,10 +18,10 @@
 #include "trainer/hf_config.h"
 #include "varuna/comm/status_agreement.h"
 #include "varuna/comm/world.h"
-#include "varuna/comm_profiler.h"
-#include "varuna/json.h"
-#include "varuna/profile.h"
-#include "varuna/profiler.h"
+#include "varuna/io/json.h"
+#include "varuna/planning/comm_profiler.h"
+#include "varuna/planning/compute_profiler.h"
+#include "varuna/planning/profile.h"
 
 namespace trainer {
 namespace {

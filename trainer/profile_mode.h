@@ -24,7 +24,7 @@
 // rank returns only after the profile is written (or the job failed).
 //
 // Thread safety: runs on the calling thread and uses the device exclusively; with a world, it
-// is a collective over it (see comm_profiler.h: no other traffic meanwhile).
+// is a collective over it (see planning/comm_profiler.h: no other traffic meanwhile).
 #ifndef VARUNA_TRAINER_PROFILE_MODE_H_
 #define VARUNA_TRAINER_PROFILE_MODE_H_
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 
 namespace trainer {
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "varuna/comm/status_agreement.h"
 #include "varuna/kernels/multi_tensor.h"
-#include "varuna/partition.h"
+#include "varuna/pipeline/partition.h"
 
 namespace varuna {
 namespace {

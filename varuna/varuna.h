@@ -12,13 +12,13 @@
 //   engine->checkpoint(save_dir, iteration, trainer_state);
 //
 // With a stage map of P stages x D replicas, every rank runs the same calls: the model's
-// segments are partitioned into P contiguous stages (partition.h, or options.stage_segments)
-// and each rank builds only its own; a step runs the stage's schedule (schedule.h, pipeline.h),
-// sums the gradients of shared weights between the first and last stage of each replica, sums
-// gradients over the replicas of each stage, and agrees on overflow, gradient norm and loss in one
-// all-reduce over all ranks. Every replica gets its own options.batch_size examples; the
-// micro-batch weights are normalised over the whole global batch, so the result equals one process
-// running it all.
+// segments are partitioned into P contiguous stages (pipeline/partition.h, or
+// options.stage_segments) and each rank builds only its own; a step runs the stage's schedule
+// (pipeline/schedule.h, pipeline/stage_executor.h), sums the gradients of shared weights between
+// the first and last stage of each replica, sums gradients over the replicas of each stage, and
+// agrees on overflow, gradient norm and loss in one all-reduce over all ranks. Every replica gets
+// its own options.batch_size examples; the micro-batch weights are normalised over the whole global
+// batch, so the result equals one process running it all.
 //
 // step() returns what one process running the whole batch at once would compute: the loss is
 // the mean of the micro-batch losses weighted by StageModule::LossWeight (their number of
@@ -40,17 +40,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "varuna/adam.h"
-#include "varuna/checkpoint_writer.h"
+#include "varuna/checkpoint/writer.h"
 #include "varuna/comm/world.h"
-#include "varuna/groups.h"
-#include "varuna/json.h"
-#include "varuna/loss_scaler.h"
-#include "varuna/pipeline.h"
-#include "varuna/schedule.h"
-#include "varuna/stage_map.h"
-#include "varuna/stage_module.h"
-#include "varuna/tensor_map.h"
+#include "varuna/io/json.h"
+#include "varuna/optim/adam.h"
+#include "varuna/optim/loss_scaler.h"
+#include "varuna/pipeline/schedule.h"
+#include "varuna/pipeline/stage_executor.h"
+#include "varuna/pipeline/stage_groups.h"
+#include "varuna/pipeline/stage_map.h"
+#include "varuna/pipeline/stage_module.h"
+#include "varuna/pipeline/tensor_map.h"
 
 namespace varuna {
 
@@ -72,9 +72,9 @@ struct VarunaOptions {
   // The pipeline schedule (Varuna's by default).
   ScheduleKind schedule = ScheduleKind::kVaruna;
   // Segments per stage, in stage order (the trainer's --stage-segments, e.g. {1, 1, 2}): stage
-  // s runs the next stage_segments[s] segments. Empty: the even partition (partition.h). When
-  // set it must have one entry per stage of stage_map, each >= 1, summing to the model's
-  // segment count (auto_config.h's uneven, profile-balanced cuts).
+  // s runs the next stage_segments[s] segments. Empty: the even partition (pipeline/partition.h).
+  // When set it must have one entry per stage of stage_map, each >= 1, summing to the model's
+  // segment count (planning/auto_config.h's uneven, profile-balanced cuts).
   std::vector<int> stage_segments;
   // The job's processes; required when the stage map has more than one rank, and then
   // world->rank() must equal `rank`. Not owned; must outlive the engine.
@@ -155,7 +155,7 @@ class Varuna {
   // Collective (every rank calls it with the same arguments). Writes the engine's state
   // (fp32 weights and optimizer state per segment, loss scaler, each rank's RNG) and
   // `trainer_state` (an object: anything the caller must restore, e.g. consumed samples and
-  // the LR schedule) as options.save_dir/varuna_ckpt_<iteration> (checkpoint_files.h): rank
+  // the LR schedule) as options.save_dir/varuna_ckpt_<iteration> (checkpoint/files.h): rank
   // 0 prepares the directory, the writing ranks write their segments' files and every rank
   // its marker, then rank 0 writes the final marker and the tracker. With a staging_dir the
   // call returns once the files are staged; the checkpoint completes during a later step()
@@ -213,7 +213,7 @@ class Varuna {
   absl::Status AgreeOnStatus(const absl::Status& local);
   // Collective: rank 0 runs `action`; every rank returns its status.
   absl::Status OnRankZero(const std::function<absl::Status()>& action);
-  // This rank's share of a checkpoint (engine_checkpoint.cc).
+  // This rank's share of a checkpoint (varuna_checkpoint.cc).
   RankCheckpoint RankShare(const CheckpointOptions& options, int64_t iteration) const;
   // Reads and checks (without applying) this rank's part of a checkpoint.
   struct LoadedState;

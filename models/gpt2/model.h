@@ -38,8 +38,8 @@
 #include "absl/status/status.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/transformer_layer.h"
-#include "varuna/cut_point.h"
-#include "varuna/stage_module.h"
+#include "varuna/pipeline/cut_point.h"
+#include "varuna/pipeline/stage_module.h"
 
 namespace gpt2 {
 

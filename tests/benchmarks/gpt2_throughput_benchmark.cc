@@ -51,9 +51,9 @@
 #include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
 #include "trainer/throughput.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 #include "varuna/kernels/causal_attention.h"
-#include "varuna/schedule.h"
+#include "varuna/pipeline/schedule.h"
 #include "varuna/varuna.h"
 
 namespace benchmarks {

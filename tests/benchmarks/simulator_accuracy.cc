@@ -6,7 +6,8 @@
 //
 // 1. Profiles the model with a launched 2-process `pretrain_gpt2 --profiling` (the ranks share
 //    the segments and measure sends and the 2-rank all-reduce) into a fresh temporary folder.
-// 2. Reads the profile and searches it (auto_config.h) for 1 GPU and for 2 GPUs on one node
+// 2. Reads the profile and searches it (planning/auto_config.h) for 1 GPU and for 2 GPUs on one
+// node
 //    (generous memory, the global batch); takes from every (P, D) layout its fastest candidate
 //    and up to --per-layout - 1 more with other micro-batch sizes (smallest first).
 // 3. Runs each chosen candidate under //varuna:launch (its P, micro-batch size, global batch,
@@ -42,9 +43,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tests/util/subprocess.h"
-#include "varuna/auto_config.h"
-#include "varuna/json.h"
-#include "varuna/profile.h"
+#include "varuna/io/json.h"
+#include "varuna/planning/auto_config.h"
+#include "varuna/planning/profile.h"
 
 namespace {
 
@@ -128,7 +129,7 @@ bool RunJob(const std::vector<std::string>& argv, const std::string& log, double
 }
 
 std::vector<std::string> Launcher(int stages, int chunk, int batch, int workers) {
-  return {Runfile("varuna/launch"),
+  return {Runfile("varuna/launch/launch"),
           absl::StrCat("--nstages=", stages),
           absl::StrCat("--chunk_size=", chunk),
           absl::StrCat("--batch_size=", batch),

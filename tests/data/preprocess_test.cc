@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/tiny_corpus.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 
 namespace data {
 namespace {

@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "varuna/checkpoint_files.h"
-#include "varuna/json.h"
-#include "varuna/safetensors.h"
+#include "varuna/checkpoint/files.h"
+#include "varuna/io/json.h"
+#include "varuna/io/safetensors.h"
 
 namespace trainer {
 namespace {

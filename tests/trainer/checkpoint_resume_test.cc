@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/trainer_job.h"
-#include "varuna/checkpoint_files.h"
+#include "varuna/checkpoint/files.h"
 
 namespace trainer {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 
 namespace trainer {
 namespace {

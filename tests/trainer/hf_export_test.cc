@@ -24,9 +24,9 @@
 #include "models/gpt2/config.h"
 #include "models/gpt2/parameter_names.h"
 #include "trainer/hf_config.h"
-#include "varuna/checkpoint_files.h"
-#include "varuna/json.h"
-#include "varuna/safetensors.h"
+#include "varuna/checkpoint/files.h"
+#include "varuna/io/json.h"
+#include "varuna/io/safetensors.h"
 
 namespace trainer {
 namespace {

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/trainer_job.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 
 namespace trainer {
 namespace {

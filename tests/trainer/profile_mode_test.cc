@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/trainer_job.h"
-#include "varuna/profile.h"
+#include "varuna/planning/profile.h"
 
 namespace trainer::testing {
 namespace {

@@ -86,7 +86,7 @@ Job TrainerTest::Start(std::vector<std::string> flags, const std::string& name,
   job.metrics = dir_ + "/" + name + ".jsonl";
   flags.insert(flags.begin(), Runfile("trainer/pretrain_gpt2"));
   if (!launcher.empty()) {
-    launcher.insert(launcher.begin(), Runfile("varuna/launch"));
+    launcher.insert(launcher.begin(), Runfile("varuna/launch/launch"));
     launcher.push_back("--");
     flags.insert(flags.begin(), launcher.begin(), launcher.end());
   }

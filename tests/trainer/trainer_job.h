@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/util/subprocess.h"
-#include "varuna/json.h"
+#include "varuna/io/json.h"
 
 namespace trainer::testing {
 

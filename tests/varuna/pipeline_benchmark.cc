@@ -54,7 +54,7 @@
 #include "tests/util/subprocess.h"
 #include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
-#include "varuna/schedule.h"
+#include "varuna/pipeline/schedule.h"
 #include "varuna/varuna.h"
 
 namespace varuna {

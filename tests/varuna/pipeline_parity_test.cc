@@ -26,7 +26,7 @@
 #include "tests/util/subprocess.h"
 #include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
-#include "varuna/safetensors.h"
+#include "varuna/io/safetensors.h"
 #include "varuna/varuna.h"
 
 namespace varuna {

@@ -11,7 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "varuna/checkpoint_files.h"
+#include "varuna/checkpoint/files.h"
 
 namespace varuna {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "models/gpt2/config.h"
-#include "varuna/tensor_map.h"
+#include "varuna/pipeline/tensor_map.h"
 
 namespace gpt2::testing {
 

@@ -1,0 +1,473 @@
+#include "varuna/planning/auto_config.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace varuna {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// A constant cost: `ms` at any message size.
+CostCurve Flat(double ms) {
+  CostCurve curve;
+  curve.points = {{1, ms}, {int64_t{1} << 40, ms}};
+  return curve;
+}
+
+// A synthetic profile: `segments` equal segments measured at `sizes`; a segment at micro-batch b
+// takes forward (1 + b) ms, recompute the same, backward twice that; it keeps 1 MiB * b of
+// activations, sends and stashes 1 KiB * b, and holds `state_bytes` of state. Hops cost `hop_ms`
+// within and across nodes, all-reduces `allreduce_ms` on rings 2..16.
+Profile MakeProfile(int segments, std::vector<int> sizes, double hop_ms, double allreduce_ms,
+                    int64_t state_bytes = 1 << 20) {
+  Profile profile;
+  profile.model = "{}";
+  profile.device = "cpu";
+  profile.dtype = "float32";
+  profile.num_segments = segments;
+  profile.statics.assign(segments, SegmentStatic{1000, state_bytes});
+  profile.compute.resize(segments);
+  for (int k = 0; k < segments; ++k) {
+    for (int b : sizes) {
+      SegmentMeasurement m;
+      m.forward_ms = 1 + b;
+      m.recompute_ms = 1 + b;
+      m.backward_ms = 2 * (1 + b);
+      m.activation_memory_bytes = int64_t{b} << 20;
+      m.output_bytes = k + 1 < segments ? int64_t{b} << 10 : 0;
+      m.stash_bytes = int64_t{b} << 10;
+      profile.compute[k][b] = m;
+    }
+  }
+  profile.send_within_node = Flat(hop_ms);
+  profile.send_across_nodes = Flat(hop_ms);
+  for (int ring = 2; ring <= 16; ++ring) profile.allreduce[ring] = Flat(allreduce_ms);
+  return profile;
+}
+
+ClusterSpec Cluster(int nodes, int gpus_per_node, int64_t memory = 64 * kGiB) {
+  ClusterSpec cluster;
+  cluster.nodes = nodes;
+  cluster.gpus_per_node = gpus_per_node;
+  cluster.gpu_memory_bytes = memory;
+  return cluster;
+}
+
+AutoConfigOptions Options(int64_t global_batch, double memory_fraction = 1.0) {
+  AutoConfigOptions options;
+  options.global_batch = global_batch;
+  options.memory_fraction = memory_fraction;
+  return options;
+}
+
+int64_t Peak(const Candidate& c) {
+  return *std::max_element(c.simulation.peak_memory_bytes.begin(),
+                           c.simulation.peak_memory_bytes.end());
+}
+
+std::vector<SegmentRange> Ranges(std::vector<std::pair<int, int>> pairs) {
+  std::vector<SegmentRange> ranges;
+  for (auto [first, last] : pairs) ranges.push_back(SegmentRange{first, last});
+  return ranges;
+}
+
+TEST(BalancedPartitionTest, EqualCostsSplitEvenly) {
+  EXPECT_EQ(BalancedPartition(std::vector<double>(8, 1.5), 4),
+            Ranges({{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(BalancedPartition(std::vector<double>(6, 1.0), 3), Ranges({{0, 1}, {2, 3}, {4, 5}}));
+  EXPECT_EQ(BalancedPartition(std::vector<double>(5, 1.0), 1), Ranges({{0, 4}}));
+  EXPECT_EQ(BalancedPartition(std::vector<double>(3, 1.0), 3), Ranges({{0, 0}, {1, 1}, {2, 2}}));
+}
+
+TEST(BalancedPartitionTest, HeavyLastSegmentGetsAStageOfItsOwn) {
+  // Six layers of cost 1 and a head of cost 4 (GPT-2's LM head): the head stands alone.
+  EXPECT_EQ(BalancedPartition({1, 1, 1, 1, 1, 1, 4}, 3), Ranges({{0, 1}, {2, 5}, {6, 6}}));
+  // A lighter head shares a stage, but with fewer segments than the others.
+  const std::vector<SegmentRange> ranges = BalancedPartition({1, 1, 1, 1, 1, 1, 1, 2.5}, 3);
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges.back().last, 7);
+  EXPECT_LT(ranges.back().size(), ranges.front().size());
+}
+
+TEST(BalancedPartitionTest, RejectsImpossiblePartCounts) {
+  EXPECT_TRUE(BalancedPartition({1, 2}, 0).empty());
+  EXPECT_TRUE(BalancedPartition({1, 2}, 3).empty());
+  EXPECT_TRUE(BalancedPartition({}, 1).empty());
+}
+
+// Every split of `cost` into `parts` ranges, as the list of range ends, in lexicographic order.
+void EnumerateSplits(int n, int parts, int first, std::vector<int>& ends,
+                     const std::function<void(const std::vector<int>&)>& visit) {
+  if (parts == 0) {
+    if (first == n) visit(ends);
+    return;
+  }
+  for (int last = first; last <= n - parts; ++last) {
+    ends.push_back(last);
+    EnumerateSplits(n, parts - 1, last + 1, ends, visit);
+    ends.pop_back();
+  }
+}
+
+TEST(BalancedPartitionTest, MatchesBruteForceOnSmallInputs) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> value(0, 9);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + trial % 7;
+    std::vector<double> cost(n);
+    for (double& c : cost) c = value(rng);
+    for (int parts = 1; parts <= n; ++parts) {
+      double best = std::numeric_limits<double>::infinity();
+      std::vector<int> best_ends;
+      std::vector<int> ends;
+      EnumerateSplits(n, parts, 0, ends, [&](const std::vector<int>& split) {
+        double largest = 0;
+        int first = 0;
+        for (int last : split) {
+          double sum = 0;
+          for (int k = first; k <= last; ++k) sum += cost[k];
+          largest = std::max(largest, sum);
+          first = last + 1;
+        }
+        if (largest < best) {  // strict: keeps the earliest optimal split
+          best = largest;
+          best_ends = split;
+        }
+      });
+      const std::vector<SegmentRange> ranges = BalancedPartition(cost, parts);
+      ASSERT_EQ(static_cast<int>(ranges.size()), parts);
+      std::vector<int> got_ends;
+      int expected_first = 0;
+      for (const SegmentRange& range : ranges) {
+        EXPECT_EQ(range.first, expected_first);
+        got_ends.push_back(range.last);
+        expected_first = range.last + 1;
+      }
+      EXPECT_EQ(got_ends, best_ends) << "trial " << trial << " parts " << parts;
+    }
+  }
+}
+
+TEST(SearchConfigurationsTest, ExpensiveAllReduceFavoursDeepPipelines) {
+  const Profile profile = MakeProfile(8, {1, 2, 4, 8}, /*hop_ms=*/0.01, /*allreduce_ms=*/1000);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 8), Options(64));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const Candidate& best = result->front();
+  EXPECT_EQ(best.pipeline_stages, 8);
+  EXPECT_EQ(best.data_parallel, 1);
+  EXPECT_EQ(best.stages.size(), 8u);
+  EXPECT_EQ(best.num_micro_batches, (64 + best.micro_batch - 1) / best.micro_batch);
+}
+
+TEST(SearchConfigurationsTest, FreeAllReduceAndExpensiveHopsFavourDataParallelism) {
+  const Profile profile = MakeProfile(8, {1, 2, 4, 8}, /*hop_ms=*/1000, /*allreduce_ms=*/0);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(2, 4), Options(64));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const Candidate& best = result->front();
+  EXPECT_EQ(best.pipeline_stages, 1);
+  EXPECT_EQ(best.data_parallel, 8);
+  EXPECT_EQ(best.micro_batch, 8);  // the per-replica batch in one micro-batch
+  EXPECT_EQ(best.num_micro_batches, 1);
+  EXPECT_EQ(best.stages, Ranges({{0, 7}}));
+  // P = 1, m = 1: one forward and one backward of all eight segments at b = 8, no recompute.
+  EXPECT_DOUBLE_EQ(best.simulation.minibatch_ms, 8 * (9 + 18));
+}
+
+TEST(SearchConfigurationsTest, HopsAcrossNodesUseTheirOwnCost) {
+  Profile profile = MakeProfile(4, {1, 2}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  profile.send_across_nodes = Flat(500);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(2, 2), Options(4));
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const Candidate& c : *result) {
+    // P = 2 keeps each pipeline inside a node; P = 3 and 4 cross between ranks 1 and 2.
+    if (c.pipeline_stages >= 3) {
+      EXPECT_GT(c.simulation.minibatch_ms, 1000) << "P=" << c.pipeline_stages;
+    } else {
+      EXPECT_LT(c.simulation.minibatch_ms, 500) << "P=" << c.pipeline_stages;
+    }
+  }
+}
+
+TEST(SearchConfigurationsTest, MemoryCapThatForbidsOneStageMakesAPipelineWin) {
+  // Eight segments of 1 GiB state: P = 1 needs 8 GiB, P = 2 about 4 GiB.
+  const Profile profile = MakeProfile(8, {1, 2}, /*hop_ms=*/0, /*allreduce_ms=*/0, kGiB);
+  absl::StatusOr<std::vector<Candidate>> unlimited =
+      SearchConfigurations(profile, Cluster(1, 4), Options(8));
+  ASSERT_TRUE(unlimited.ok()) << unlimited.status();
+  EXPECT_EQ(unlimited->front().pipeline_stages, 1);
+
+  absl::StatusOr<std::vector<Candidate>> capped =
+      SearchConfigurations(profile, Cluster(1, 4, 6 * kGiB), Options(8, 0.9));
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_GE(capped->front().pipeline_stages, 2);
+  for (const Candidate& c : *capped) {
+    EXPECT_NE(c.pipeline_stages, 1);
+    EXPECT_LE(static_cast<double>(Peak(c)), 0.9 * 6 * kGiB);
+  }
+}
+
+TEST(SearchConfigurationsTest, MicroBatchesThatDoNotFitAreDropped) {
+  Profile profile = MakeProfile(2, {1, 2, 4, 8}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  for (auto& segment : profile.compute) {
+    for (auto& [b, m] : segment) m.activation_memory_bytes = b * kGiB;
+  }
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 2, 5 * kGiB), Options(16));
+  ASSERT_TRUE(result.ok()) << result.status();
+  bool saw_two = false;
+  for (const Candidate& c : *result) {
+    EXPECT_LE(c.micro_batch, 2) << "P=" << c.pipeline_stages;
+    saw_two = saw_two || c.micro_batch == 2;
+  }
+  EXPECT_TRUE(saw_two);
+}
+
+TEST(SearchConfigurationsTest, RankingIsSortedAndCoversTheSpace) {
+  const Profile profile = MakeProfile(4, {1, 2, 4}, /*hop_ms=*/0.5, /*allreduce_ms=*/3);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 4), Options(16));
+  ASSERT_TRUE(result.ok()) << result.status();
+  // P in {1,2,3,4} with D = 4,2,1,1, three sizes each, all within the replica batch.
+  EXPECT_EQ(result->size(), 12u);
+  for (size_t i = 1; i < result->size(); ++i) {
+    EXPECT_LE((*result)[i - 1].simulation.minibatch_ms, (*result)[i].simulation.minibatch_ms);
+  }
+  for (const Candidate& c : *result) {
+    EXPECT_LE(c.pipeline_stages * c.data_parallel, 4);
+    ASSERT_EQ(static_cast<int>(c.stages.size()), c.pipeline_stages);
+    EXPECT_EQ(c.stages.front().first, 0);
+    EXPECT_EQ(c.stages.back().last, 3);
+  }
+}
+
+TEST(SearchConfigurationsTest, OneStageOneGpuWorks) {
+  const Profile profile = MakeProfile(1, {1, 2, 4}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 1), Options(4));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->size(), 3u);
+  const Candidate& best = result->front();
+  EXPECT_EQ(best.pipeline_stages, 1);
+  EXPECT_EQ(best.data_parallel, 1);
+  EXPECT_EQ(best.micro_batch, 4);
+  // m (F + B) with no recompute: b = 4 is 1 * (5 + 10), b = 2 is 2 * (3 + 6), b = 1 is 4 * 6.
+  EXPECT_DOUBLE_EQ(best.simulation.minibatch_ms, 15);
+  EXPECT_DOUBLE_EQ((*result)[1].simulation.minibatch_ms, 18);
+  EXPECT_DOUBLE_EQ((*result)[2].simulation.minibatch_ms, 24);
+}
+
+TEST(SearchConfigurationsTest, GradientPassAddsBucketCopiesOnlyWithReplicas) {
+  const Profile plain = MakeProfile(2, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);
+  Profile with_pass = plain;
+  for (SegmentStatic& s : with_pass.statics) {
+    s.gradient_ms = 1;
+    s.bucket_ms = 10;
+  }
+  auto times = [](const Profile& p) {
+    std::map<std::tuple<int, int, int>, double> ms;
+    absl::StatusOr<std::vector<Candidate>> all = SearchConfigurations(p, Cluster(1, 2), Options(4));
+    EXPECT_TRUE(all.ok()) << all.status();
+    for (const Candidate& c : *all) {
+      ms[{c.pipeline_stages, c.data_parallel, c.micro_batch}] = c.simulation.minibatch_ms;
+    }
+    return ms;
+  };
+  const auto before = times(plain), after = times(with_pass);
+  ASSERT_EQ(before.size(), after.size());
+  for (const auto& [key, ms] : before) {
+    const auto [p, d, b] = key;
+    SCOPED_TRACE(absl::StrFormat("P=%d D=%d b=%d", p, d, b));
+    // P=1 x D=2: one stage of both segments, 2 x (1 + 10) ms; P=2 x D=1: 1 ms per stage.
+    EXPECT_DOUBLE_EQ(after.at(key), ms + (p == 1 ? 22 : 1));
+  }
+}
+
+TEST(SearchConfigurationsTest, OptimizerStepAddsTheSlowestStagesSum) {
+  // Segments step in 3 ms and 1 ms: one stage steps in 4 ms, two stages in parallel in 3 ms.
+  const Profile plain = MakeProfile(2, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);
+  Profile with_optimizer = plain;
+  with_optimizer.statics[0].optimizer_ms = 3;
+  with_optimizer.statics[1].optimizer_ms = 1;
+  absl::StatusOr<std::vector<Candidate>> before =
+      SearchConfigurations(plain, Cluster(1, 2), Options(4));
+  absl::StatusOr<std::vector<Candidate>> after =
+      SearchConfigurations(with_optimizer, Cluster(1, 2), Options(4));
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(before->size(), after->size());
+  std::map<std::tuple<int, int, int>, double> plain_ms;
+  for (const Candidate& c : *before) {
+    plain_ms[{c.pipeline_stages, c.data_parallel, c.micro_batch}] = c.simulation.minibatch_ms;
+  }
+  int one_stage = 0;
+  int two_stages = 0;
+  for (const Candidate& c : *after) {
+    SCOPED_TRACE(
+        absl::StrFormat("P=%d D=%d b=%d", c.pipeline_stages, c.data_parallel, c.micro_batch));
+    const auto key = std::make_tuple(c.pipeline_stages, c.data_parallel, c.micro_batch);
+    ASSERT_EQ(plain_ms.count(key), 1u);
+    EXPECT_DOUBLE_EQ(c.simulation.minibatch_ms,
+                     plain_ms.at(key) + (c.pipeline_stages == 1 ? 4.0 : 3.0));
+    (c.pipeline_stages == 1 ? one_stage : two_stages)++;
+  }
+  EXPECT_GT(one_stage, 0);
+  EXPECT_GT(two_stages, 0);
+}
+
+TEST(SearchConfigurationsTest, GlobalBatchNotDivisibleByDSkipsThatD) {
+  const Profile profile = MakeProfile(4, {1, 2}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 4), Options(6));
+  ASSERT_TRUE(result.ok()) << result.status();
+  bool saw_two = false;
+  for (const Candidate& c : *result) {
+    EXPECT_NE(c.data_parallel, 4);
+    EXPECT_EQ(6 % c.data_parallel, 0);
+    saw_two = saw_two || c.data_parallel == 2;
+  }
+  EXPECT_TRUE(saw_two);
+}
+
+TEST(SearchConfigurationsTest, MicroBatchesLargerThanTheReplicaBatchAreSkipped) {
+  const Profile profile = MakeProfile(2, {1, 2, 4, 8}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 2), Options(4));
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const Candidate& c : *result) {
+    EXPECT_LE(c.micro_batch, 4 / c.data_parallel);
+  }
+}
+
+TEST(SearchConfigurationsErrorsTest, BadClusterOrBatchIsNamed) {
+  const Profile profile = MakeProfile(2, {1}, 0, 0);
+  auto error = [&](const ClusterSpec& cluster, const AutoConfigOptions& options) {
+    absl::StatusOr<std::vector<Candidate>> result = SearchConfigurations(profile, cluster, options);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(result.status().message());
+  };
+  EXPECT_THAT(error(Cluster(0, 1), Options(4)), HasSubstr("nodes=0"));
+  EXPECT_THAT(error(Cluster(1, 0), Options(4)), HasSubstr("gpus_per_node=0"));
+  EXPECT_THAT(error(Cluster(1, 1, 0), Options(4)), HasSubstr("gpu_memory_bytes=0"));
+  EXPECT_THAT(error(Cluster(1, 1), Options(0)), HasSubstr("global_batch=0"));
+  EXPECT_THAT(error(Cluster(1, 1), Options(4, 0)), HasSubstr("memory_fraction=0"));
+  // One segment on two GPUs: only P = 1, D = 2, and 3 sequences do not split over 2 replicas.
+  const Profile one = MakeProfile(1, {1}, 0, 0);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(one, Cluster(1, 2), Options(3));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("global_batch=3"));
+}
+
+TEST(SearchConfigurationsErrorsTest, SegmentWithoutMeasurementsIsNamed) {
+  Profile profile = MakeProfile(3, {1, 2}, 0, 0);
+  profile.compute[2].clear();
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 1), Options(4));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("segment 2"));
+}
+
+TEST(SearchConfigurationsErrorsTest, MissingAllReduceRingSkipsOnlyThatWidth) {
+  Profile profile = MakeProfile(2, {1, 2}, 0, 1);
+  profile.allreduce.erase(4);
+  std::vector<std::string> skipped;
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 4), Options(8), &skipped);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_FALSE(result->empty());
+  for (const Candidate& c : *result) EXPECT_EQ(c.data_parallel, 2);  // P=2 x D=2 only
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("P=1 D=4: "));
+  EXPECT_THAT(skipped[0], HasSubstr("ring size 4"));
+
+  // With 1 segment only P=1 exists, so nothing can be priced: the error names the ring.
+  Profile one = MakeProfile(1, {1, 2}, 0, 1);
+  one.allreduce.erase(4);
+  result = SearchConfigurations(one, Cluster(1, 4), Options(8));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("ring size 4"));
+}
+
+TEST(SearchConfigurationsErrorsTest, MissingCrossNodeSendsSkipPipelinesAcrossNodes) {
+  Profile profile = MakeProfile(2, {1, 2}, 1, 1);
+  profile.send_across_nodes.points.clear();
+  std::vector<std::string> skipped;
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(2, 1), Options(4), &skipped);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const Candidate& c : *result) EXPECT_EQ(c.pipeline_stages, 1);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("P=2 D=1: "));
+  EXPECT_THAT(skipped[0], HasSubstr("send_across_nodes"));
+
+  // Without the ring of 2 either, no configuration remains: the first gap is named.
+  profile.allreduce.erase(2);
+  result = SearchConfigurations(profile, Cluster(2, 1), Options(4));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("ring size 2"));
+}
+
+TEST(SearchConfigurationsErrorsTest, NothingFitsGivesSmallestPeakAndMemory) {
+  const Profile profile = MakeProfile(4, {1, 2}, 0, 0, kGiB);
+  absl::StatusOr<std::vector<Candidate>> all =
+      SearchConfigurations(profile, Cluster(1, 2), Options(4));
+  ASSERT_TRUE(all.ok()) << all.status();
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const Candidate& c : *all) smallest = std::min(smallest, Peak(c));
+
+  const int64_t memory = 2 * kGiB;  // less than two segments' state
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 2, memory), Options(4, 0.5));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("smallest simulated peak is " + std::to_string(smallest) + " bytes"));
+  EXPECT_THAT(result.status().message(), HasSubstr(std::to_string(memory / 2) + " bytes"));
+}
+
+TEST(FormatCandidatesTest, ShowsTheRequestedRows) {
+  const Profile profile = MakeProfile(4, {1, 2}, 0.5, 3);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 4), Options(8));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_GE(result->size(), 3u);
+  const std::string table = FormatCandidates(*result, 2);
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3);  // header + 2 rows
+  EXPECT_THAT(table, HasSubstr("time_ms"));
+  EXPECT_THAT(table, HasSubstr("stages"));
+  const Candidate& best = result->front();
+  EXPECT_THAT(table, HasSubstr(absl::StrFormat("%12.3f", best.simulation.minibatch_ms)));
+  std::string boundaries;
+  for (const SegmentRange& r : best.stages) {
+    if (!boundaries.empty()) boundaries += "|";
+    boundaries += r.first == r.last ? std::to_string(r.first)
+                                    : std::to_string(r.first) + "-" + std::to_string(r.last);
+  }
+  EXPECT_THAT(table, HasSubstr(boundaries));
+  const std::string all_rows = FormatCandidates(*result, 100);
+  EXPECT_EQ(std::count(all_rows.begin(), all_rows.end(), '\n'),
+            static_cast<std::ptrdiff_t>(result->size()) + 1);
+  const std::string header_only = FormatCandidates(*result, 0);
+  EXPECT_EQ(std::count(header_only.begin(), header_only.end(), '\n'), 1);
+}
+
+}  // namespace
+}  // namespace varuna

@@ -1,0 +1,251 @@
+#include "varuna/planning/simulator.h"
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "varuna/pipeline/schedule.h"
+
+namespace varuna {
+namespace {
+
+using ::testing::HasSubstr;
+
+// P equal stages, no communication.
+SimulationInput Uniform(ScheduleKind kind, int num_stages, int m, double forward, double backward,
+                        double recompute) {
+  SimulationInput input;
+  input.schedule = kind;
+  input.num_micro_batches = m;
+  StageCosts costs;
+  costs.forward_ms = forward;
+  costs.backward_ms = backward;
+  costs.recompute_ms = recompute;
+  input.stages.assign(num_stages, costs);
+  input.hop_ms.assign(num_stages - 1, 0.0);
+  return input;
+}
+
+SimulationResult Simulated(const SimulationInput& input) {
+  absl::StatusOr<SimulationResult> result = Simulate(input);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : SimulationResult();
+}
+
+constexpr ScheduleKind kAllKinds[] = {ScheduleKind::kVaruna, ScheduleKind::kGpipe,
+                                      ScheduleKind::k1F1B};
+
+TEST(SimulatorTest, GpipeAndOneFOneBWithEqualStagesTakeTheClosedForm) {
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::k1F1B}) {
+    for (int p : {1, 2, 4}) {
+      for (int m : {1, 3, 8}) {
+        const SimulationResult r = Simulated(Uniform(kind, p, m, 1.5, 2.5, 1.5));
+        EXPECT_DOUBLE_EQ(r.minibatch_ms, (m + p - 1) * (1.5 + 2.5))
+            << ScheduleKindName(kind) << " P=" << p << " m=" << m;
+        EXPECT_NEAR(r.bubble_fraction, (p - 1.0) / (m + p - 1.0), 1e-12);
+        for (int s = 0; s < p; ++s) EXPECT_DOUBLE_EQ(r.stage_busy_ms[s], m * 4.0);
+      }
+    }
+  }
+}
+
+TEST(SimulatorTest, OneStageRunsEveryScheduleWithoutRecompute) {
+  for (ScheduleKind kind : kAllKinds) {
+    const SimulationResult r = Simulated(Uniform(kind, 1, 5, 1, 2, 7));
+    EXPECT_DOUBLE_EQ(r.minibatch_ms, 5 * 3.0) << ScheduleKindName(kind);
+    EXPECT_DOUBLE_EQ(r.bubble_fraction, 0);
+    EXPECT_DOUBLE_EQ(r.stage_finish_ms[0], 15);
+  }
+}
+
+TEST(SimulatorTest, AllReduceAndOptimizerAddToTheMinibatch) {
+  for (ScheduleKind kind : kAllKinds) {
+    SimulationInput input = Uniform(kind, 4, 6, 1, 2, 1);
+    const double base = Simulated(input).minibatch_ms;
+    for (StageCosts& stage : input.stages) stage.allreduce_ms = 5;
+    EXPECT_DOUBLE_EQ(Simulated(input).minibatch_ms, base + 5) << ScheduleKindName(kind);
+    input.optimizer_ms = 0.25;
+    const SimulationResult r = Simulated(input);
+    EXPECT_DOUBLE_EQ(r.minibatch_ms, base + 5.25);
+    // The bubble is measured up to the last backward, without all-reduce and optimizer.
+    EXPECT_DOUBLE_EQ(r.bubble_fraction, Simulated(Uniform(kind, 4, 6, 1, 2, 1)).bubble_fraction);
+  }
+}
+
+TEST(SimulatorTest, TheGradientPassRunsBeforeTheAllReduce) {
+  // GPipe: stage s finishes its last backward at (m + P - 1)(F + B) - s * B = 12, 10, 8.
+  SimulationInput input = Uniform(ScheduleKind::kGpipe, 3, 2, 1, 2, 1);
+  input.stages[2].gradient_ms = 2;   // 8 -> 10
+  input.stages[2].allreduce_ms = 3;  // -> 13
+  input.stages[0].gradient_ms = 0.5;
+  EXPECT_DOUBLE_EQ(Simulated(input).minibatch_ms, 13);
+  input.stages[0].allreduce_ms = 1;  // 12 + 0.5 + 1 = 13.5
+  EXPECT_DOUBLE_EQ(Simulated(input).minibatch_ms, 13.5);
+  input.stages[1].gradient_ms = -1;
+  EXPECT_THAT(Simulate(input).status().message(), HasSubstr("stages[1].gradient_ms"));
+}
+
+TEST(SimulatorTest, TheSlowestAllReduceAfterItsStageFinishesEndsTheStep) {
+  // GPipe: stage s finishes its last backward at (m + P - 1)(F + B) - s * B.
+  SimulationInput input = Uniform(ScheduleKind::kGpipe, 3, 2, 1, 2, 1);
+  input.stages[2].allreduce_ms = 3;  // finishes at 12 - 4 = 8 -> 11
+  input.stages[0].allreduce_ms = 1;  // finishes at 12 -> 13
+  const SimulationResult r = Simulated(input);
+  EXPECT_THAT(r.stage_finish_ms, ::testing::ElementsAre(12, 10, 8));
+  EXPECT_DOUBLE_EQ(r.minibatch_ms, 13);
+}
+
+TEST(SimulatorTest, GpipeHopCostAddsTwoHopsPerBoundaryWhenNotHidden) {
+  // The activation of F(i) reaches stage s+1 c after F(i) ends; while c <= F and c <= B the
+  // links never queue, so the first forward reaches the last stage (P-1)c late and the last
+  // gradient reaches stage 0 another (P-1)c late: (m + P - 1)(F + B) + 2(P - 1)c.
+  for (int p : {2, 3, 4}) {
+    for (int m : {1, 4}) {
+      SimulationInput input = Uniform(ScheduleKind::kGpipe, p, m, 1, 2, 1);
+      input.hop_ms.assign(p - 1, 0.5);
+      EXPECT_DOUBLE_EQ(Simulated(input).minibatch_ms, (m + p - 1) * 3.0 + 2 * (p - 1) * 0.5)
+          << "P=" << p << " m=" << m;
+    }
+  }
+}
+
+TEST(SimulatorTest, EachLinkCarriesOneTransferAtATime) {
+  // P=2, m=3, F=1, B=2, hop 3 > F: activations leave at 1, 2, 3 but arrive at 4, 7, 10 (one at
+  // a time); stage 1 runs F at 4, 7, 10 and B 11-13, 13-15, 15-17; gradients arrive at 16, 19,
+  // 22; stage 0's last backward ends at 24. Links without queueing would give 18.
+  SimulationInput input = Uniform(ScheduleKind::kGpipe, 2, 3, 1, 2, 1);
+  input.hop_ms = {3};
+  const SimulationResult r = Simulated(input);
+  EXPECT_DOUBLE_EQ(r.minibatch_ms, 24);
+  EXPECT_THAT(r.stage_finish_ms, ::testing::ElementsAre(24, 17));
+}
+
+TEST(SimulatorTest, TheSlowestStageDominates) {
+  // A flow shop of identical jobs: sum over stages + (m - 1) x the slowest, in both phases.
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::k1F1B}) {
+    for (int slow : {0, 1, 3}) {
+      SimulationInput input = Uniform(kind, 4, 6, 1, 2, 1);
+      input.stages[slow].forward_ms = 3;
+      input.stages[slow].backward_ms = 5;
+      const double expected = 6 * (3 + 5) + 3 * (1 + 2);
+      if (kind == ScheduleKind::kGpipe) {
+        EXPECT_DOUBLE_EQ(Simulated(input).minibatch_ms, expected) << "slow stage " << slow;
+      } else {
+        // 1F1B interleaves the phases; it can never beat the slow stage's own work plus the
+        // forwards before and backwards after it reaches that stage.
+        EXPECT_GE(Simulated(input).minibatch_ms, 6 * 8.0 + slow * 1.0 + slow * 2.0);
+        EXPECT_LE(Simulated(input).minibatch_ms, expected);
+      }
+    }
+  }
+}
+
+TEST(SimulatorTest, AgreesWithTheStaticListSimulationWithoutCommunication) {
+  for (ScheduleKind kind : kAllKinds) {
+    for (int p : {1, 2, 3, 4}) {
+      for (int m : {1, 2, 4, 7, 12}) {
+        const ScheduleStats stats = SimulateSchedule(kind, p, m, 1, 2, 1);
+        const SimulationResult r = Simulated(Uniform(kind, p, m, 1, 2, 1));
+        if (kind == ScheduleKind::kVaruna) {
+          // The opportunistic rule may only help.
+          EXPECT_LE(r.minibatch_ms, stats.makespan) << "P=" << p << " m=" << m;
+        } else {
+          EXPECT_DOUBLE_EQ(r.minibatch_ms, stats.makespan)
+              << ScheduleKindName(kind) << " P=" << p << " m=" << m;
+          EXPECT_EQ(r.peak_graphs, stats.peak_graphs);
+          EXPECT_EQ(r.peak_stashed, stats.peak_live_activations);
+        }
+      }
+    }
+  }
+}
+
+TEST(SimulatorTest, TheOpportunisticRuleRunsAForwardWhileARecomputeWaitsForItsGradient) {
+  // P=2, m=4: the static lists take 18 units; running the next forward whenever a recompute's
+  // gradient has not arrived yet saves 3, at the price of one more stashed input on stage 0.
+  const ScheduleStats stats = SimulateSchedule(ScheduleKind::kVaruna, 2, 4, 1, 2, 1);
+  ASSERT_DOUBLE_EQ(stats.makespan, 18);
+  const SimulationResult r = Simulated(Uniform(ScheduleKind::kVaruna, 2, 4, 1, 2, 1));
+  EXPECT_DOUBLE_EQ(r.minibatch_ms, 15);
+  EXPECT_EQ(r.peak_stashed[0], stats.peak_live_activations[0] + 1);
+  // Stage 0's list ends "F3 B3" (F3 keeps its graph); run early, F3's graph is alive while
+  // R2's is: the executor then holds two graphs on stage 0, and so does the simulation.
+  EXPECT_THAT(stats.peak_graphs, ::testing::ElementsAre(1, 1));
+  EXPECT_THAT(r.peak_graphs, ::testing::ElementsAre(2, 1));
+}
+
+TEST(SimulatorTest, PeakMemoryCountsGraphsAndStashes) {
+  SimulationInput gpipe = Uniform(ScheduleKind::kGpipe, 4, 8, 1, 2, 1);
+  SimulationInput varuna = Uniform(ScheduleKind::kVaruna, 4, 8, 1, 2, 1);
+  for (SimulationInput* input : {&gpipe, &varuna}) {
+    for (StageCosts& stage : input->stages) {
+      stage.static_bytes = 1000;
+      stage.stash_bytes = 10;
+      stage.activation_bytes = 100;
+    }
+  }
+  const SimulationResult g = Simulated(gpipe);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(g.peak_graphs[s], 8);
+    EXPECT_EQ(g.peak_stashed[s], 8);
+    EXPECT_EQ(g.peak_memory_bytes[s], 1000 + 8 * 10 + 8 * 100);
+  }
+  const SimulationResult v = Simulated(varuna);
+  const ScheduleStats stats = SimulateSchedule(ScheduleKind::kVaruna, 4, 8, 1, 2, 1);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(v.peak_graphs[s], 1) << "stage " << s;
+    EXPECT_GE(v.peak_stashed[s], stats.peak_live_activations[s]) << "stage " << s;
+    EXPECT_EQ(v.peak_memory_bytes[s], 1000 + v.peak_stashed[s] * 10 + 100);
+  }
+  // Forwards run ahead on the first stage; the last stage backs up each one right away.
+  EXPECT_GT(v.peak_stashed[0], 1);
+  EXPECT_EQ(v.peak_stashed[3], 1);
+}
+
+TEST(SimulatorTest, IsDeterministic) {
+  SimulationInput input = Uniform(ScheduleKind::kVaruna, 4, 9, 1.1, 2.3, 1.05);
+  input.hop_ms = {0.7, 0.2, 1.9};
+  input.stages[2].forward_ms = 1.7;
+  const SimulationResult a = Simulated(input);
+  const SimulationResult b = Simulated(input);
+  EXPECT_EQ(a.minibatch_ms, b.minibatch_ms);
+  EXPECT_EQ(a.stage_finish_ms, b.stage_finish_ms);
+  EXPECT_EQ(a.peak_stashed, b.peak_stashed);
+  EXPECT_EQ(a.peak_graphs, b.peak_graphs);
+  EXPECT_GT(a.minibatch_ms, 9 * (1.7 + 2.3 + 1.05));
+}
+
+TEST(SimulatorTest, RejectsBadInputNamingTheField) {
+  auto error = [](const SimulationInput& input) {
+    absl::StatusOr<SimulationResult> r = Simulate(input);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(r.status().message());
+  };
+  SimulationInput input = Uniform(ScheduleKind::kVaruna, 2, 4, 1, 2, 1);
+  SimulationInput bad = input;
+  bad.stages.clear();
+  bad.hop_ms.clear();
+  EXPECT_THAT(error(bad), HasSubstr("stages is empty"));
+  bad = input;
+  bad.num_micro_batches = 0;
+  EXPECT_THAT(error(bad), HasSubstr("num_micro_batches = 0"));
+  bad = input;
+  bad.hop_ms = {1, 1};
+  EXPECT_THAT(error(bad), HasSubstr("hop_ms has 2 entries for 2 stages"));
+  bad = input;
+  bad.stages[1].backward_ms = -1;
+  EXPECT_THAT(error(bad), HasSubstr("stages[1].backward_ms = -1"));
+  bad = input;
+  bad.stages[0].stash_bytes = -5;
+  EXPECT_THAT(error(bad), HasSubstr("stages[0].stash_bytes = -5"));
+  bad = input;
+  bad.hop_ms = {-0.5};
+  EXPECT_THAT(error(bad), HasSubstr("hop_ms[0] = -0.5"));
+  bad = input;
+  bad.optimizer_ms = -2;
+  EXPECT_THAT(error(bad), HasSubstr("optimizer_ms = -2"));
+}
+
+}  // namespace
+}  // namespace varuna

@@ -1,0 +1,320 @@
+// Reading and verifying checkpoints (see checkpoint/files.h).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "varuna/checkpoint/files.h"
+#include "varuna/checkpoint/files_internal.h"
+#include "varuna/io/crc32c.h"
+
+namespace varuna {
+namespace {
+
+namespace fs = std::filesystem;
+using checkpoint_internal::CheckFormat;
+using checkpoint_internal::JoinPath;
+using checkpoint_internal::ParseChecksum;
+using checkpoint_internal::ReadJsonFile;
+using checkpoint_internal::ReadSmallFile;
+
+absl::Status ChecksumMismatch(const std::string& path, const FileChecksum& actual,
+                              const FileChecksum& expected) {
+  return absl::DataLossError(
+      absl::StrCat(path, ": CRC-32C checksum mismatch: the file (", actual.size, " bytes) has ",
+                   Crc32cToHex(actual.crc32c), ", ", kCheckpointMetadataFile, " records ",
+                   Crc32cToHex(expected.crc32c), " (the file was damaged after it was written)"));
+}
+
+absl::Status CheckFile(const std::string& path, const FileChecksum& expected,
+                       CheckpointCheck check) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::DataLossError(
+        absl::StrCat(path, " is missing (", std::strerror(errno), "); the checkpoint is damaged"));
+  }
+  if (static_cast<uint64_t>(st.st_size) != expected.size) {
+    return absl::DataLossError(absl::StrCat(path, " is ", st.st_size, " bytes but ",
+                                            kCheckpointMetadataFile, " records ", expected.size,
+                                            " (truncated or replaced after it was written)"));
+  }
+  if (check == CheckpointCheck::kChecksums) {
+    absl::StatusOr<FileChecksum> actual = ChecksumFile(path);
+    if (!actual.ok()) return actual.status();
+    if (*actual != expected) return ChecksumMismatch(path, *actual, expected);
+  }
+  return absl::OkStatus();
+}
+
+// "markers from ranks [0, 2] of 4 are present; missing: [1, 3]" for a checkpoint directory
+// without COMPLETE.
+std::string MarkerSummary(const std::string& dir) {
+  std::vector<int> present;
+  int64_t world_size = -1;
+  std::error_code error;
+  for (fs::directory_iterator it(JoinPath(dir, kCheckpointMarkerDir), error), end;
+       !error && it != end; it.increment(error)) {
+    absl::string_view name = it->path().filename().native();
+    int rank;
+    if (!absl::ConsumePrefix(&name, "rank_") || !absl::ConsumeSuffix(&name, ".json") ||
+        !absl::SimpleAtoi(name, &rank)) {
+      continue;
+    }
+    present.push_back(rank);
+    absl::StatusOr<json::Value> marker = ReadJsonFile(it->path().string());
+    const json::Value* size = marker.ok() ? marker->Find("world_size") : nullptr;
+    if (size != nullptr && size->is_int()) world_size = size->as_int();
+  }
+  std::sort(present.begin(), present.end());
+  if (present.empty()) return "no rank has written its marker";
+  std::string summary = absl::StrCat("markers from ranks [", absl::StrJoin(present, ", "), "]");
+  if (world_size > 0) {
+    std::vector<int> missing;
+    for (int r = 0; r < world_size; ++r) {
+      if (!std::binary_search(present.begin(), present.end(), r)) missing.push_back(r);
+    }
+    absl::StrAppend(
+        &summary, " of ", world_size, " are present",
+        missing.empty() ? "" : absl::StrCat("; missing: [", absl::StrJoin(missing, ", "), "]"));
+  }
+  return summary;
+}
+
+absl::StatusOr<CheckpointFile> ParseFileRecord(const std::string& name, const json::Value& info,
+                                               const std::string& metadata_path) {
+  const std::string what = absl::StrCat(metadata_path, ": file \"", name, "\"");
+  if (name.empty() || name.front() == '/' || name.find("..") != std::string::npos) {
+    return absl::DataLossError(absl::StrCat(what, " is not a file inside the checkpoint"));
+  }
+  CheckpointFile record;
+  record.name = name;
+  absl::StatusOr<FileChecksum> checksum = ParseChecksum(&info, what);
+  if (!checksum.ok()) return checksum.status();
+  record.checksum = *checksum;
+  const json::Value* segment = info.Find("segment");
+  const json::Value* rank = info.Find("rank");
+  if (segment == nullptr || !segment->is_int() || segment->as_int() < -1 ||
+      segment->as_int() > INT32_MAX || rank == nullptr || !rank->is_int() || rank->as_int() < 0 ||
+      rank->as_int() > INT32_MAX) {
+    return absl::DataLossError(absl::StrCat(what, " lacks a valid \"segment\" and \"rank\""));
+  }
+  record.segment = static_cast<int>(segment->as_int());
+  record.rank = static_cast<int>(rank->as_int());
+  return record;
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& load_dir,
+                                                          int64_t iteration,
+                                                          CheckpointCheck check) {
+  CheckpointManifest manifest;
+  manifest.iteration = iteration;
+  manifest.dir = JoinPath(load_dir, CheckpointDirName(iteration));
+  std::error_code error;
+  if (!fs::is_directory(manifest.dir, error)) {
+    return absl::NotFoundError(absl::StrCat("checkpoint directory ", manifest.dir,
+                                            " does not exist; check --load and the iteration"));
+  }
+  const std::string marker_path = JoinPath(manifest.dir, kCheckpointCompleteMarker);
+  if (!fs::exists(marker_path, error)) {
+    return absl::DataLossError(absl::StrCat(
+        marker_path, " is missing, so the checkpoint is incomplete (", MarkerSummary(manifest.dir),
+        "): its write was interrupted or is still running; resume from an earlier checkpoint"));
+  }
+  absl::StatusOr<json::Value> marker = ReadJsonFile(marker_path);
+  if (!marker.ok()) {
+    return absl::DataLossError(absl::StrCat(marker_path, " is unreadable (",
+                                            marker.status().message(),
+                                            "): the checkpoint is damaged"));
+  }
+  if (absl::Status s = CheckFormat(*marker, iteration, marker_path); !s.ok()) return s;
+  absl::StatusOr<FileChecksum> metadata_checksum =
+      ParseChecksum(marker->Find(kCheckpointMetadataFile), marker_path);
+  if (!metadata_checksum.ok()) return metadata_checksum.status();
+
+  const std::string metadata_path = JoinPath(manifest.dir, kCheckpointMetadataFile);
+  absl::StatusOr<std::string> text = ReadSmallFile(metadata_path);
+  if (!text.ok()) {
+    return absl::DataLossError(absl::StrCat(metadata_path, " is missing or unreadable (",
+                                            text.status().message(),
+                                            "); the checkpoint is damaged"));
+  }
+  const FileChecksum actual = {text->size(), Crc32c(text->data(), text->size())};
+  if (actual != *metadata_checksum) {
+    return absl::DataLossError(absl::StrCat(
+        metadata_path, ": size or CRC-32C checksum mismatch (", actual.size, " bytes, ",
+        Crc32cToHex(actual.crc32c), "; ", kCheckpointCompleteMarker, " records ",
+        metadata_checksum->size, " bytes, ", Crc32cToHex(metadata_checksum->crc32c),
+        "): the file was damaged after it was written"));
+  }
+  absl::StatusOr<json::Value> metadata = json::Parse(*text);
+  if (!metadata.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(metadata_path, " is not valid JSON: ", metadata.status().message()));
+  }
+  if (absl::Status s = CheckFormat(*metadata, iteration, metadata_path); !s.ok()) return s;
+  const json::Value* files = metadata->Find("files");
+  const json::Value* layout = metadata->Find("layout");
+  const json::Value* ranks = metadata->Find("ranks");
+  const json::Value* caller = metadata->Find("metadata");
+  if (files == nullptr || !files->is_object() || layout == nullptr || !layout->is_object() ||
+      ranks == nullptr || !ranks->is_object() || caller == nullptr || !caller->is_object()) {
+    return absl::DataLossError(absl::StrCat(
+        metadata_path, " lacks the objects \"files\", \"layout\", \"ranks\" and \"metadata\""));
+  }
+  for (const auto& [name, info] : files->as_object()) {
+    absl::StatusOr<CheckpointFile> record = ParseFileRecord(name, info, metadata_path);
+    if (!record.ok()) return record.status();
+    if (absl::Status s = CheckFile(JoinPath(manifest.dir, name), record->checksum, check);
+        !s.ok()) {
+      return s;
+    }
+    manifest.files.push_back(*std::move(record));
+  }
+  for (const auto& [key, state] : ranks->as_object()) {
+    int rank;
+    if (!absl::SimpleAtoi(key, &rank) || rank < 0 || !state.is_object()) {
+      return absl::DataLossError(absl::StrCat(metadata_path, ": \"ranks\" has the entry \"", key,
+                                              "\", not a rank number with an object"));
+    }
+    manifest.rank_states[rank] = state;
+  }
+  manifest.layout = *layout;
+  manifest.metadata = *caller;
+  return manifest;
+}
+
+absl::Status VerifyCheckpoint(const std::string& load_dir, int64_t iteration,
+                              CheckpointCheck check) {
+  return ReadCheckpointManifest(load_dir, iteration, check).status();
+}
+
+std::vector<int64_t> ListCheckpointIterations(const std::string& load_dir) {
+  std::vector<int64_t> iterations;
+  std::error_code error;
+  for (fs::directory_iterator it(load_dir, error), end; !error && it != end; it.increment(error)) {
+    const int64_t iteration = CheckpointIterationOf(it->path().filename().string());
+    if (iteration >= 0 && it->is_directory(error)) iterations.push_back(iteration);
+  }
+  std::sort(iterations.rbegin(), iterations.rend());
+  return iterations;
+}
+
+absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, std::string* note,
+                                                  const std::set<int64_t>& exclude) {
+  std::error_code error;
+  if (!fs::is_directory(load_dir, error)) {
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint directory ", load_dir, " does not exist; check --load"));
+  }
+  std::string tracker_problem;
+  const std::string tracker_path = JoinPath(load_dir, kCheckpointTrackerFile);
+  absl::StatusOr<std::string> tracker = ReadSmallFile(tracker_path);
+  int64_t tracked = -1;
+  if (!tracker.ok()) {
+    tracker_problem = absl::StrCat(kCheckpointTrackerFile, " is missing");
+  } else if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*tracker), &tracked) || tracked < 0) {
+    tracker_problem =
+        absl::StrCat(kCheckpointTrackerFile, " holds \"", absl::StripAsciiWhitespace(*tracker),
+                     "\", not an iteration number");
+    tracked = -1;
+  } else if (exclude.count(tracked) > 0) {
+    tracker_problem =
+        absl::StrCat(kCheckpointTrackerFile, " names iteration ", tracked, ", which was rejected");
+  } else if (absl::Status s = VerifyCheckpoint(load_dir, tracked); !s.ok()) {
+    tracker_problem = absl::StrCat(kCheckpointTrackerFile, " names iteration ", tracked,
+                                   ", which is not usable: ", s.message());
+  } else {
+    if (note != nullptr) {
+      *note = absl::StrCat("iteration ", tracked, ", named by ", tracker_path);
+    }
+    return tracked;
+  }
+
+  std::vector<std::string> rejected;
+  for (int64_t iteration : ListCheckpointIterations(load_dir)) {
+    if (iteration == tracked || exclude.count(iteration) > 0) continue;  // rejected above
+    absl::Status s = VerifyCheckpoint(load_dir, iteration);
+    if (s.ok()) {
+      if (note != nullptr) {
+        *note = absl::StrCat("iteration ", iteration, ", the newest complete checkpoint in ",
+                             load_dir, ", because ", tracker_problem,
+                             rejected.empty() ? "" : "; skipped: ", absl::StrJoin(rejected, "; "));
+      }
+      return iteration;
+    }
+    rejected.push_back(absl::StrCat(CheckpointDirName(iteration), " (", s.message(), ")"));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no complete checkpoint in ", load_dir, ": ", tracker_problem,
+                   rejected.empty() ? ", and there is no varuna_ckpt_<iteration> directory"
+                                    : absl::StrCat("; rejected: ", absl::StrJoin(rejected, "; "))));
+}
+
+absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& load_dir, int64_t iteration,
+                                              const std::set<int>& segments) {
+  absl::StatusOr<CheckpointManifest> manifest =
+      ReadCheckpointManifest(load_dir, iteration, CheckpointCheck::kSizes);
+  if (!manifest.ok()) return manifest.status();
+  std::set<int> available;
+  for (const CheckpointFile& record : manifest->files) {
+    if (record.segment >= 0) available.insert(record.segment);
+  }
+  for (int segment : segments) {
+    if (available.count(segment) == 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "checkpoint ", manifest->dir, " has no segment ", segment, " (it has segments [",
+          absl::StrJoin(available, ", "), "]): was it written for another model?"));
+    }
+  }
+  CheckpointData data;
+  data.iteration = iteration;
+  data.metadata = std::move(manifest->metadata);
+  data.layout = std::move(manifest->layout);
+  data.rank_states = std::move(manifest->rank_states);
+  std::map<std::string, std::string> origin;  // tensor name -> file, to catch duplicates
+  for (const CheckpointFile& record : manifest->files) {
+    if (record.segment < 0 || (!segments.empty() && segments.count(record.segment) == 0)) {
+      continue;
+    }
+    const std::string path = JoinPath(manifest->dir, record.name);
+    absl::StatusOr<SafetensorsFile> file = ReadSafetensors(path);
+    if (!file.ok()) {
+      // A damaged file is better reported as a checksum mismatch than as a parse error.
+      if (absl::Status s = CheckFile(path, record.checksum, CheckpointCheck::kChecksums);
+          s.code() == absl::StatusCode::kDataLoss) {
+        return s;
+      }
+      // Listed in the manifest, of the recorded size, yet unreadable: damaged data.
+      return absl::DataLossError(absl::StrCat(path, " cannot be read: ", file.status().message()));
+    }
+    if (file->checksum != record.checksum) {
+      return ChecksumMismatch(path, file->checksum, record.checksum);
+    }
+    NamedTensors& tensors = data.segments[record.segment];
+    for (auto& named : file->tensors) {
+      auto [it, inserted] = origin.emplace(named.first, record.name);
+      if (!inserted) {
+        return absl::DataLossError(absl::StrCat(manifest->dir, ": tensor \"", named.first,
+                                                "\" is stored in both ", it->second, " and ",
+                                                record.name, "; the checkpoint is damaged"));
+      }
+      tensors.push_back(std::move(named));
+    }
+  }
+  return data;
+}
+
+}  // namespace varuna

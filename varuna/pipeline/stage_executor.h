@@ -1,0 +1,66 @@
+// StageExecutor: runs one pipeline stage's task list (pipeline/schedule.h) for one step: forwards,
+// recomputes and backwards of every micro-batch, with activations and gradients exchanged with
+// the neighbouring stages of the same replica.
+//
+// Only a forward whose backward comes next in the list (KeepsGraph) keeps its autograd graph;
+// every other forward runs without gradients, keeping just its input and the random-generator
+// state, and is recomputed (R) before its backward with that state restored and the live state
+// put back afterwards, so dropout masks match and later forwards are not replayed. Sends are
+// asynchronous; receives block in task order, which the schedules make deadlock-free.
+//
+// Tags on the pipeline group: micro-batch i uses 4i, 4i+1 for its activation (stage s to s+1)
+// and 4i+2, 4i+3 for its gradient (s+1 to s).
+//
+// Thread safety: none.
+#ifndef VARUNA_PIPELINE_STAGE_EXECUTOR_H_
+#define VARUNA_PIPELINE_STAGE_EXECUTOR_H_
+
+#include <c10/core/Device.h>
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varuna/comm/process_group.h"
+#include "varuna/pipeline/schedule.h"
+#include "varuna/pipeline/stage_module.h"
+#include "varuna/pipeline/tensor_map.h"
+
+namespace varuna {
+
+class StageExecutor {
+ public:
+  // `pipeline` is the replica's pipeline group (group rank = stage); null when P == 1.
+  StageExecutor(StageModule& model, comm::ProcessGroup* pipeline, int stage, int num_stages,
+                const c10::Device& device, ScheduleKind schedule)
+      : model_(model),
+        pipeline_(pipeline),
+        stage_(stage),
+        num_stages_(num_stages),
+        device_(device),
+        schedule_(schedule) {}
+
+  // Runs the step: gradients accumulate into the model's parameters' .grad. The last stage
+  // backpropagates weights[i] * loss_scale * loss_i; the others the gradients they receive.
+  // Returns sum_i weights[i] * loss_i on the last stage and 0 on the others.
+  absl::StatusOr<double> Train(const std::vector<TensorMap>& micro_batches,
+                               const std::vector<double>& weights, double loss_scale);
+
+  // Forward only, without gradients or dropout; the same return value.
+  absl::StatusOr<double> Evaluate(const std::vector<TensorMap>& micro_batches,
+                                  const std::vector<double>& weights);
+
+ private:
+  bool first() const { return stage_ == 0; }
+  bool last() const { return stage_ == num_stages_ - 1; }
+
+  StageModule& model_;
+  comm::ProcessGroup* pipeline_;
+  int stage_;
+  int num_stages_;
+  c10::Device device_;
+  ScheduleKind schedule_;
+};
+
+}  // namespace varuna
+
+#endif  // VARUNA_PIPELINE_STAGE_EXECUTOR_H_

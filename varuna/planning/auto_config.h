@@ -1,0 +1,92 @@
+// AutoConfig: chooses the pipeline depth P, data-parallel width D, micro-batch size and the cut
+// assignment (which segments each stage runs) for the GPUs available now, from a profile
+// (planning/profile.h), by simulating every candidate (planning/simulator.h) and ranking them by
+// predicted mini-batch time. Varuna's auto_config, re-created so that it runs end to end (its P = 1
+// candidate crashed, its -1 micro-batch was not handled, and its cuts were only even).
+//
+// For every P in 1..min(num_segments, GPUs) and D = GPUs / P (every GPU used; P * D <= GPUs
+// when the GPUs do not divide, the remainder idle), and every micro-batch size b the profile
+// has for all segments with b <= global_batch / D:
+//   - the global batch must split evenly over the replicas (global_batch % D == 0); m =
+//     ceil(global_batch / D / b) micro-batches, the last possibly smaller (timed as full);
+//   - the cut assignment: contiguous segment ranges, uneven allowed, minimising the slowest
+//     stage's forward + recompute + backward at b (BalancedPartition);
+//   - costs: a stage's times are the sums over its segments at b; its all-reduce the profile's
+//     all-reduce curve for D ranks at the stage's gradient bytes (4 bytes per parameter: the
+//     engine reduces fp32 master gradients); a hop the send curve within or across nodes (by
+//     the ranks' placement, launch/plan.h: rank = replica * P + stage, node = rank /
+//     gpus_per_node; a boundary counts as across nodes when it is for any replica) at the
+//     output bytes of the stage's last segment; the optimizer step (SimulationInput::
+//     optimizer_ms) the largest over stages of the sum of its segments' optimizer_ms (the
+//     stages step in parallel; 0 for profiles without it);
+//   - memory: a stage's static bytes are its segments' state_bytes, its graph the sum of its
+//     segments' activation_memory_bytes, its stash the first segment's stash_bytes; a
+//     candidate whose simulated peak on any stage exceeds the GPU memory (times
+//     `memory_fraction`) is dropped.
+// Candidates come back fastest first (ties: smaller peak, then fewer stages, then smaller b).
+// Note: the launcher (launch/plan.h) requires P to divide the GPU count; candidates with idle
+// GPUs are reported here but a caller launching them must use P * D GPUs.
+//
+// Thread safety: pure functions.
+#ifndef VARUNA_PLANNING_AUTO_CONFIG_H_
+#define VARUNA_PLANNING_AUTO_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varuna/pipeline/schedule.h"
+#include "varuna/pipeline/segment_range.h"
+#include "varuna/planning/profile.h"
+#include "varuna/planning/simulator.h"
+
+namespace varuna {
+
+struct ClusterSpec {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int64_t gpu_memory_bytes = 0;  // per GPU
+};
+
+struct AutoConfigOptions {
+  int64_t global_batch = 0;  // sequences per optimizer step, over all replicas
+  ScheduleKind schedule = ScheduleKind::kVaruna;
+  double memory_fraction = 0.9;  // of gpu_memory_bytes usable for the model's state and activations
+};
+
+struct Candidate {
+  int pipeline_stages = 0;           // P
+  int data_parallel = 0;             // D
+  int micro_batch = 0;               // b
+  int num_micro_batches = 0;         // m
+  std::vector<SegmentRange> stages;  // P contiguous ranges covering every segment
+  SimulationResult simulation;
+};
+
+// The contiguous split of segments with `cost` (one entry per segment, >= 0) into `parts`
+// non-empty ranges that minimises the largest range sum (ties: the earliest such split, each
+// range ending as soon as the rest can still be split within the optimum). Empty when parts is
+// not in [1, cost.size()].
+std::vector<SegmentRange> BalancedPartition(const std::vector<double>& cost, int parts);
+
+// Every feasible candidate, fastest first. InvalidArgument naming the field for a bad cluster
+// or options (nodes, gpus_per_node, gpu_memory_bytes, global_batch, memory_fraction), for an
+// invalid profile (ValidateProfile's message), or when the global batch fits no D (not a
+// multiple of any D tried, or smaller than D times the smallest micro-batch size);
+// FailedPrecondition naming what is missing when a segment has no measurements, or when every
+// P x D needs something the profile lacks (an all-reduce ring, a send curve), or when nothing
+// fits in memory (the message gives the smallest peak found and the memory available).
+// A P x D the profile cannot price (e.g. a pipeline across nodes, profiled on one node) is
+// left out, and "P=p D=d: <what is missing>" appended to `skipped` when it is not null.
+absl::StatusOr<std::vector<Candidate>> SearchConfigurations(
+    const Profile& profile, const ClusterSpec& cluster, const AutoConfigOptions& options,
+    std::vector<std::string>* skipped = nullptr);
+
+// A table of the first `rows` candidates: P, D, b, m, stage boundaries, predicted mini-batch
+// time, bubble, peak memory of the fullest stage.
+std::string FormatCandidates(const std::vector<Candidate>& candidates, int rows);
+
+}  // namespace varuna
+
+#endif  // VARUNA_PLANNING_AUTO_CONFIG_H_

@@ -1,0 +1,422 @@
+#include "varuna/planning/compute_profiler.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "varuna/kernels/multi_tensor.h"
+#include "varuna/optim/adam.h"
+#include "varuna/planning/cpu_allocation_counter.h"
+
+#ifdef VARUNA_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace varuna {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MillisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void Synchronize(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#else
+  (void)device;
+#endif
+}
+
+void ReleaseCachedMemory(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)device;
+#endif
+}
+
+int64_t Bytes(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+// What a segment outputs at one micro-batch size.
+struct OutputSpec {
+  std::vector<int64_t> shape;
+  at::ScalarType dtype = at::kFloat;
+};
+
+// One ProfileSegments call: its options, the output shapes learned so far, its progress.
+class SegmentProfiler {
+ public:
+  SegmentProfiler(const StageBuilder& builder, int num_segments, const InputMaker& inputs,
+                  const ProfilerOptions& options)
+      : builder_(builder), num_segments_(num_segments), inputs_(inputs), options_(options) {}
+
+  // Measures `sizes` (ascending) of segment k into `profile`.
+  absl::Status ProfileSegment(int k, const std::vector<int>& sizes, Profile& profile);
+
+  void set_total(int pairs) { total_pairs_ = pairs; }
+
+ private:
+  std::shared_ptr<StageModule> Build(int k) const {
+    std::shared_ptr<StageModule> stage = builder_(SegmentRange{k, k});
+    stage->to(options_.device, options_.dtype);
+    return stage;
+  }
+
+  TensorMap DeviceInputs(int b) const {
+    TensorMap map = inputs_(b);
+    for (auto& [name, tensor] : map) tensor = tensor.to(options_.device);
+    return map;
+  }
+
+  // Makes sure outputs_ knows what segment k outputs at each of `sizes` that it can run (a size
+  // whose input is unknown, or that runs out of memory, stays unknown).
+  void LearnOutputs(int k, const std::vector<int>& sizes);
+
+  SegmentMeasurement Measure(StageModule& stage, int k, int b);
+
+  // Sets statics' gradient_ms, bucket_ms and optimizer_ms: the mean milliseconds of the step's
+  // gradient pass, bucket copies and Adam step over `stage`'s parameters (each after one
+  // untimed pass).
+  void MeasureStepWork(StageModule& stage, SegmentStatic& statics);
+
+  void Progress(const std::string& line) const {
+    if (options_.progress) options_.progress(line);
+  }
+
+  const StageBuilder& builder_;
+  const int num_segments_;
+  const InputMaker& inputs_;
+  const ProfilerOptions& options_;
+  std::map<std::pair<int, int>, OutputSpec> outputs_;  // (segment, size) -> its output
+  Clock::time_point start_ = Clock::now();
+  int total_pairs_ = 0;
+  int done_pairs_ = 0;
+};
+
+void SegmentProfiler::LearnOutputs(int k, const std::vector<int>& sizes) {
+  std::vector<int> missing;
+  for (int b : sizes) {
+    if (outputs_.count({k, b}) == 0) missing.push_back(b);
+  }
+  if (missing.empty()) return;
+  if (k > 0) LearnOutputs(k - 1, missing);
+  std::shared_ptr<StageModule> stage = Build(k);
+  at::NoGradGuard no_grad;
+  for (int b : missing) {
+    at::Tensor activation;
+    if (k > 0) {
+      auto input = outputs_.find({k - 1, b});
+      if (input == outputs_.end()) break;
+      activation =
+          at::randn(input->second.shape,
+                    at::TensorOptions().dtype(input->second.dtype).device(options_.device));
+    }
+    try {
+      const at::Tensor out = stage->Forward(activation, DeviceInputs(b));
+      outputs_[{k, b}] = OutputSpec{out.sizes().vec(), out.scalar_type()};
+    } catch (const c10::OutOfMemoryError&) {
+      break;
+    }
+  }
+  stage.reset();
+  ReleaseCachedMemory(options_.device);
+}
+
+SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
+  const c10::Device device = options_.device;
+  const bool last = k == num_segments_ - 1;
+  const TensorMap inputs = DeviceInputs(b);
+  at::Tensor input_activation;
+  if (k > 0) {
+    const OutputSpec& spec = outputs_.at({k - 1, b});
+    input_activation = at::randn(spec.shape, at::TensorOptions().dtype(spec.dtype).device(device));
+  }
+  // A fresh leaf per pass, so that its gradient (what a stage sends back) is computed anew.
+  auto leaf = [&] {
+    return input_activation.defined() ? input_activation.detach().requires_grad_(true)
+                                      : at::Tensor();
+  };
+  at::Tensor output_grad;  // Random, made once from the first output's shape.
+  SegmentMeasurement m;
+
+  auto run_with_graph = [&](double* recompute_ms, double* backward_ms) {
+    const at::Tensor activation = leaf();
+    Synchronize(device);
+    Clock::time_point t = Clock::now();
+    at::Tensor out = stage.Forward(activation, inputs);
+    Synchronize(device);
+    if (recompute_ms) *recompute_ms += MillisecondsSince(t);
+    if (!last && !output_grad.defined()) output_grad = at::randn_like(out);
+    if (!last) m.output_bytes = Bytes(out);
+    if (!outputs_.count({k, b}))
+      outputs_[{k, b}] = OutputSpec{out.sizes().vec(), out.scalar_type()};
+    t = Clock::now();
+    if (last) {
+      out.backward();
+    } else {
+      out.backward(output_grad);
+    }
+    Synchronize(device);
+    if (backward_ms) *backward_ms += MillisecondsSince(t);
+  };
+  auto pass = [&](bool timed) {
+    Synchronize(device);
+    const Clock::time_point t = Clock::now();
+    {
+      at::NoGradGuard no_grad;
+      stage.Forward(input_activation, inputs);
+    }
+    Synchronize(device);
+    if (timed) m.forward_ms += MillisecondsSince(t);
+    run_with_graph(timed ? &m.recompute_ms : nullptr, timed ? &m.backward_ms : nullptr);
+  };
+
+  for (int i = 0; i < options_.warmup_passes; ++i) pass(false);
+  for (int i = 0; i < options_.timed_passes; ++i) pass(true);
+  const double n = options_.timed_passes;
+  m.forward_ms /= n;
+  m.recompute_ms /= n;
+  m.backward_ms /= n;
+
+  // Activation memory: one more R + B, counted from the level before it.
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) {
+    namespace cca = c10::cuda::CUDACachingAllocator;
+    constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    Synchronize(device);
+    const int64_t before = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].current;
+    cca::resetPeakStats(device.index());
+    run_with_graph(nullptr, nullptr);
+    Synchronize(device);
+    const int64_t peak = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].peak;
+    m.activation_memory_bytes = std::max<int64_t>(0, peak - before);
+  }
+#endif
+  if (!device.is_cuda()) {
+    CpuAllocationCounter counter;
+    run_with_graph(nullptr, nullptr);
+    m.activation_memory_bytes = counter.peak_bytes();
+  }
+
+  if (k == 0) {
+    for (const auto& [name, tensor] : inputs) m.stash_bytes += Bytes(tensor);
+  } else {
+    m.stash_bytes = Bytes(input_activation);
+  }
+  return m;
+}
+
+void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics) {
+  std::vector<NamedParameter> parameters;
+  for (const auto& item : stage.named_parameters()) {
+    parameters.push_back(NamedParameter{item.key(), item.value(), true});
+  }
+  if (parameters.empty()) return;
+  auto mean_ms = [&](const std::function<void()>& pass) {
+    pass();  // warm-up
+    Synchronize(options_.device);
+    const Clock::time_point t = Clock::now();
+    for (int i = 0; i < options_.timed_passes; ++i) pass();
+    Synchronize(options_.device);
+    return MillisecondsSince(t) / options_.timed_passes;
+  };
+  std::vector<at::Tensor> model_grads;
+  for (const NamedParameter& p : parameters) {
+    model_grads.push_back(at::randn_like(p.tensor).mul_(1e-3));
+  }
+  Adam adam(std::move(parameters), AdamOptions());
+  std::vector<at::Tensor>& master_grads = adam.MasterGrads();
+  // As Varuna::step with ties or replicas: unscale into the masters, then the squared norm.
+  statics.gradient_ms = mean_ms([&] {
+    kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / 1024);
+    (void)kernels::MultiTensorL2NormSquared(master_grads).item<double>();
+  });
+  // As its data-parallel path around the all-reduce: flatten into a bucket, copy back.
+  statics.bucket_ms = mean_ms([&] {
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& g : master_grads) flat.push_back(g.reshape({-1}));
+    const at::Tensor bucket = at::cat(flat);
+    int64_t offset = 0;
+    for (at::Tensor& g : master_grads) {
+      g.view({-1}).copy_(bucket.narrow(0, offset, g.numel()));
+      offset += g.numel();
+    }
+  });
+  for (at::Tensor& grad : master_grads) grad.normal_(0, 1e-3);
+  statics.optimizer_ms = mean_ms([&] { adam.Step(); });
+}
+
+absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& sizes,
+                                             Profile& profile) {
+  if (k > 0) LearnOutputs(k - 1, sizes);
+  std::shared_ptr<StageModule> stage = Build(k);
+  SegmentStatic& statics = profile.statics[static_cast<size_t>(k)];
+  statics.parameter_count = 0;
+  for (const at::Tensor& p : stage->parameters()) statics.parameter_count += p.numel();
+  const int64_t element = static_cast<int64_t>(c10::elementSize(options_.dtype));
+  statics.state_bytes =
+      statics.parameter_count * (element + element + 4 + (element == 4 ? 0 : 4) + 8);
+
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int b = sizes[i];
+    auto skip_rest = [&](const std::string& why) {
+      total_pairs_ -= static_cast<int>(sizes.size() - i);
+      Progress(absl::StrFormat("segment %d of %d: %s; micro-batch sizes %s not measured", k,
+                               num_segments_, why,
+                               absl::StrJoin(sizes.begin() + i, sizes.end(), ",")));
+    };
+    if (k > 0 && outputs_.count({k - 1, b}) == 0) {
+      skip_rest(absl::StrCat("segment ", k - 1, " ran out of memory at micro-batch size ", b));
+      break;
+    }
+    SegmentMeasurement m;
+    try {
+      m = Measure(*stage, k, b);
+    } catch (const c10::OutOfMemoryError&) {
+      stage->zero_grad();
+      ReleaseCachedMemory(options_.device);
+      skip_rest(absl::StrCat("out of memory at micro-batch size ", b));
+      break;
+    } catch (const std::exception& e) {
+      return absl::InternalError(
+          absl::StrCat("profiling segment ", k, " at micro-batch size ", b, " failed: ", e.what()));
+    }
+    profile.compute[static_cast<size_t>(k)][b] = m;
+    ++done_pairs_;
+    const double elapsed_s = MillisecondsSince(start_) / 1e3;
+    const double left_s = elapsed_s / done_pairs_ * std::max(0, total_pairs_ - done_pairs_);
+    Progress(absl::StrFormat(
+        "segment %d of %d, micro-batch %d: forward %.3f ms, recompute %.3f ms, backward %.3f ms, "
+        "activations %.2f MiB (%d of %d measured, about %.0f s left)",
+        k, num_segments_, b, m.forward_ms, m.recompute_ms, m.backward_ms,
+        static_cast<double>(m.activation_memory_bytes) / (1 << 20), done_pairs_, total_pairs_,
+        left_s));
+  }
+  // The step's work last: its fp32 masters and moments would otherwise count as activations.
+  try {
+    MeasureStepWork(*stage, statics);
+  } catch (const c10::OutOfMemoryError&) {
+    ReleaseCachedMemory(options_.device);
+    Progress(
+        absl::StrFormat("segment %d of %d: out of memory in the gradient pass or the optimizer "
+                        "step; gradient_ms, bucket_ms or optimizer_ms not measured (0)",
+                        k, num_segments_));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(
+        "profiling the gradient pass and optimizer step of segment ", k, " failed: ", e.what()));
+  }
+  stage.reset();
+  ReleaseCachedMemory(options_.device);
+  return absl::OkStatus();
+}
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+}  // namespace
+
+std::string ProfileDtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat:
+      return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    default:
+      return "";
+  }
+}
+
+absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_segments,
+                                        const InputMaker& inputs, const ProfilerOptions& options,
+                                        const Profile* existing) {
+  if (num_segments < 1) {
+    return Invalid(absl::StrCat("profiling: num_segments=", num_segments,
+                                " must be at least 1 (the model's cut-point segments)"));
+  }
+  if (options.micro_batch_sizes.empty()) {
+    return Invalid(
+        "profiling: no micro-batch sizes given (ProfilerOptions::micro_batch_sizes is empty): "
+        "give at least one size >= 1");
+  }
+  for (int b : options.micro_batch_sizes) {
+    if (b < 1) {
+      return Invalid(absl::StrCat("profiling: micro-batch size ", b, " must be at least 1"));
+    }
+  }
+  for (int k : options.segments) {
+    if (k < 0 || k >= num_segments) {
+      return Invalid(absl::StrCat("profiling: segment ", k, " does not exist: the model has ",
+                                  num_segments, " segments (0 to ", num_segments - 1, ")"));
+    }
+  }
+  if (options.warmup_passes < 0 || options.timed_passes < 1) {
+    return Invalid(absl::StrCat("profiling: warmup_passes=", options.warmup_passes,
+                                " and timed_passes=", options.timed_passes,
+                                " must be >= 0 and >= 1"));
+  }
+  const std::string dtype = ProfileDtypeName(options.dtype);
+  if (dtype.empty()) {
+    return Invalid(absl::StrCat("profiling: dtype ", c10::toString(options.dtype),
+                                " is not supported: use float32, float16 or bfloat16"));
+  }
+  if (!builder || !inputs)
+    return Invalid("profiling: the stage builder and input maker must be set");
+  if (existing != nullptr && (existing->num_segments != num_segments || existing->dtype != dtype ||
+                              existing->compute.size() != static_cast<size_t>(num_segments))) {
+    return Invalid(absl::StrCat("profiling: the existing profile has ", existing->num_segments,
+                                " segments in ", existing->dtype, ", but this model has ",
+                                num_segments, " segments in ", dtype,
+                                ": profile into another directory"));
+  }
+
+  Profile profile;
+  profile.model = existing ? existing->model : "";
+  profile.device = existing ? existing->device : options.device.str();
+  profile.dtype = dtype;
+  profile.num_segments = num_segments;
+  profile.statics.resize(static_cast<size_t>(num_segments));
+  profile.compute.resize(static_cast<size_t>(num_segments));
+
+  std::set<int> sizes(options.micro_batch_sizes.begin(), options.micro_batch_sizes.end());
+  std::set<int> segments(options.segments.begin(), options.segments.end());
+  if (segments.empty()) {
+    for (int k = 0; k < num_segments; ++k) segments.insert(k);
+  }
+  // The pairs to measure, by segment.
+  std::map<int, std::vector<int>> todo;
+  int total = 0;
+  for (int k : segments) {
+    for (int b : sizes) {
+      if (existing && existing->compute[static_cast<size_t>(k)].count(b)) continue;
+      todo[k].push_back(b);
+      ++total;
+    }
+  }
+  SegmentProfiler profiler(builder, num_segments, inputs, options);
+  profiler.set_total(total);
+  for (const auto& [k, todo_sizes] : todo) {
+    if (absl::Status status = profiler.ProfileSegment(k, todo_sizes, profile); !status.ok()) {
+      return status;
+    }
+  }
+  return profile;
+}
+
+}  // namespace varuna

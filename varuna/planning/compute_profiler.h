@@ -1,0 +1,98 @@
+// ProfileSegments: Varuna's compute profiler. It measures, one cut-point segment at a time, how
+// long the segment's forward, recompute and backward take and how much memory its activations
+// need at each micro-batch size, and fills a Profile (planning/profile.h) that the simulator and
+// auto-configuration read. Model-agnostic: it sees the model only through a StageBuilder.
+//
+// For each profiled segment k it builds ONE single-segment stage (builder({k, k})), moves it to
+// the device and dtype, records its statics, and for each micro-batch size b, after warm-up
+// passes, takes the mean over the timed passes of
+//   F (forward_ms)    forward without a graph (at::NoGradGuard), as the Varuna schedule runs
+//                     the forward of a micro-batch whose backward does not come next;
+//   R (recompute_ms)  forward with a graph;
+//   B (backward_ms)   backward of R's output: the loss for the last segment, otherwise a random
+//                     gradient of the output's shape; it also computes the input activation's
+//                     gradient (what a stage sends back), as the pipeline does.
+// Every time is taken around a device synchronisation on CUDA. Then one more R + B measures
+// activation_memory_bytes: the peak bytes allocated during it above the level before it (CUDA:
+// the caching allocator's statistics; CPU: a CpuAllocationCounter). Parameter gradients exist
+// by then (the warm-up made them), so they are not part of it: they are in the statics.
+//   output_bytes  bytes of the segment's output (0 for the last segment);
+//   stash_bytes   bytes of its input: the input tensors for segment 0, the input activation
+//                 for the others.
+// The activation entering segment k > 0 at size b is a random tensor of the shape and dtype that
+// segment k-1 outputs at b (learned by running segment k-1's forward once when k-1 is not
+// profiled in the same call). Statics: parameter_count, and state_bytes = numel * (element
+// size [weight] + element size [gradient] + 4 [fp32 master gradient] + (element size == 4 ? 0
+// : 4) [fp32 master weight] + 8 [Adam moments]), and, after the sizes, the step's work over the
+// stage's parameters (in options.dtype, fp32 masters, random gradients), each the mean over
+// timed_passes after one untimed pass, around a device synchronisation on CUDA: gradient_ms
+// (the gradients unscaled into the masters, then their squared norm, as Varuna::step does),
+// bucket_ms (the masters flattened into one bucket and copied back, as its data-parallel sum
+// does around the all-reduce) and optimizer_ms (varuna::Adam::Step). Out of CUDA memory there
+// leaves them 0 (progress says so). The step changes the stage's weights, which are
+// discarded afterwards.
+//
+// On CUDA, running out of memory at size b ends that segment's sizes (the larger ones are left
+// unmeasured and progress says so).
+//
+// Thread safety: uses the device exclusively while it runs; on the CPU it replaces LibTorch's
+// CPU allocator during each memory measurement (see planning/cpu_allocation_counter.h), so no other
+// thread may run LibTorch CPU work meanwhile.
+#ifndef VARUNA_PLANNING_COMPUTE_PROFILER_H_
+#define VARUNA_PLANNING_COMPUTE_PROFILER_H_
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varuna/pipeline/stage_module.h"
+#include "varuna/pipeline/tensor_map.h"
+#include "varuna/planning/profile.h"
+
+namespace varuna {
+
+struct ProfilerOptions {
+  // The micro-batch sizes to measure (each >= 1; order and duplicates do not matter).
+  std::vector<int> micro_batch_sizes;
+  // Passes per (segment, size) run before timing (>= 0), and passes timed (>= 1).
+  int warmup_passes = 2;
+  int timed_passes = 5;
+  // Where and in which dtype the stages run.
+  c10::Device device = c10::kCPU;
+  at::ScalarType dtype = at::kFloat;  // kFloat, kHalf or kBFloat16
+  // The segments to profile, each in [0, num_segments); empty: all.
+  std::vector<int> segments;
+  // Called with one line per measured (segment, size), with its times and an estimate of the
+  // time left, and with a line for each size skipped after an out-of-memory error. May be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+// The model's input tensors for a micro-batch of `micro_batch` examples, on the CPU (the
+// profiler moves them to the device).
+using InputMaker = std::function<TensorMap(int micro_batch)>;
+
+// Profiles the segments of a model with `num_segments` segments built by `builder`.
+// `existing` (may be null): (segment, size) pairs it already has are not measured again
+// (add_to_existing); it must have num_segments segments and the dtype of options.dtype.
+// Returns a profile holding only what this call measured (statics of the segments it built,
+// compute of the pairs it measured), with num_segments and dtype set, model and device copied
+// from `existing` (empty model and options.device.str() without it; the caller names them),
+// and no communication curves: merge it into `existing` with MergeProfile.
+// InvalidArgument naming the option for empty or non-positive sizes, a segment index out of
+// range, warmup_passes < 0, timed_passes < 1, num_segments < 1, an unsupported dtype, or an
+// `existing` profile of another segment count or dtype; Internal naming the segment and size
+// when the model throws (an out-of-memory error on CUDA is not an error, see above).
+absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_segments,
+                                        const InputMaker& inputs, const ProfilerOptions& options,
+                                        const Profile* existing);
+
+// "float32", "float16" or "bfloat16" for those dtypes (Profile::dtype), else "".
+std::string ProfileDtypeName(at::ScalarType dtype);
+
+}  // namespace varuna
+
+#endif  // VARUNA_PLANNING_COMPUTE_PROFILER_H_

@@ -1,0 +1,369 @@
+// Varuna::checkpoint, finish_checkpoint and load_checkpoint: the engine's state in a
+// checkpoint directory written by every rank (see checkpoint/files.h for the files and their
+// atomicity, checkpoint/writer.h for staging and sharding).
+//
+// Per segment, the tensors named "<parameter>", "<parameter>.exp_avg" and
+// "<parameter>.exp_avg_sq" (fp32 master weight and Adam moments). In the metadata, under
+// "engine": the segment count, the optimizer step count and the loss scaler's state; under
+// "trainer": the caller's state. In each rank's marker: its stage, replica and RNG states.
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "varuna/checkpoint/files.h"
+#include "varuna/checkpoint/writer.h"
+#include "varuna/pipeline/rng_state.h"
+#include "varuna/varuna.h"
+
+namespace varuna {
+namespace {
+
+// The state of `device`'s default generator (CPU: the Mersenne Twister; CUDA: seed and
+// offset), as hex.
+std::string GeneratorStateHex(const c10::Device& device) {
+  const at::Tensor state = GeneratorState(device).contiguous();
+  return absl::BytesToHexString(absl::string_view(static_cast<const char*>(state.data_ptr()),
+                                                  static_cast<size_t>(state.numel())));
+}
+
+// `hex` as a generator state for `device`, checked against the size of the current one.
+absl::StatusOr<at::Tensor> GeneratorStateFromHex(const c10::Device& device, const std::string& hex,
+                                                 const std::string& where) {
+  const int64_t expected = GeneratorState(device).numel();
+  if (hex.size() != static_cast<size_t>(2 * expected) ||
+      hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    return absl::DataLossError(absl::StrCat(where, ": the saved RNG state of ", device.str(),
+                                            " is not ", expected, " hex-encoded bytes"));
+  }
+  const std::string bytes = absl::HexStringToBytes(hex);
+  at::Tensor state = at::empty({expected}, at::kByte);
+  std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+  return state;
+}
+
+const json::Value* FindString(const json::Value& object, const char* key) {
+  const json::Value* value = object.Find(key);
+  return value != nullptr && value->is_string() ? value : nullptr;
+}
+
+}  // namespace
+
+// This rank's part of a checkpoint, read and checked, not yet applied.
+struct Varuna::LoadedState {
+  int64_t iteration = 0;
+  json::Value trainer;
+  std::map<std::string, at::Tensor> tensors;
+  int64_t optimizer_steps = 0;
+  std::optional<LossScaler::State> scaler;  // set when the saved scale continues
+  at::Tensor cpu_rng;
+  at::Tensor cuda_rng;  // undefined: keep the current one
+  std::string note;     // about the layout
+};
+
+RankCheckpoint Varuna::RankShare(const CheckpointOptions& options, int64_t iteration) const {
+  RankCheckpoint share;
+  share.save_dir = options.save_dir;
+  share.iteration = iteration;
+  share.rank = options_.rank;
+  share.world_size = options_.stage_map.world_size();
+  share.state = json::Value::MakeObject();
+  share.state.Set("stage", stage());
+  share.state.Set("replica", replica());
+  share.state.Set("cpu_rng_state", GeneratorStateHex(c10::Device(c10::kCPU)));
+  if (options_.device.is_cuda()) {
+    share.state.Set("cuda_rng_state", GeneratorStateHex(options_.device));
+  }
+
+  // Every tensor of the stage, in the optimizer's order (the same on every replica).
+  struct Entry {
+    int segment;
+    std::string name;
+    at::Tensor tensor;
+  };
+  std::vector<Entry> entries;
+  for (size_t i = 0; i < optimizer_->parameters().size(); ++i) {
+    const int segment = model_->SegmentOf(optimizer_->parameters()[i].name);
+    for (auto& [name, tensor] : optimizer_->StateOf(i)) entries.push_back({segment, name, tensor});
+  }
+  const int replicas = options_.stage_map.num_replicas();
+  const bool sharded = options.shard && replicas > 1;
+  std::vector<int> writer(entries.size(), 0);
+  if (sharded) {
+    std::vector<int64_t> bytes;
+    for (const Entry& entry : entries) {
+      bytes.push_back(entry.tensor.numel() * static_cast<int64_t>(entry.tensor.element_size()));
+    }
+    writer = AssignShards(bytes, replicas);
+  }
+  std::map<int, NamedTensors> mine;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (writer[k] == replica()) {
+      mine[entries[k].segment].emplace_back(entries[k].name, entries[k].tensor.to(at::kCPU));
+    }
+  }
+  // Replica 0 writes a file for every segment of the stage, so each one is present even
+  // when it holds no tensor.
+  for (int segment = segments().first; segment <= segments().last; ++segment) {
+    auto it = mine.find(segment);
+    if (it == mine.end() && replica() != 0) continue;
+    RankCheckpoint::Part part;
+    part.segment = segment;
+    part.shard = sharded ? replica() : -1;
+    if (it != mine.end()) part.tensors = std::move(it->second);
+    share.parts.push_back(std::move(part));
+  }
+  return share;
+}
+
+absl::Status Varuna::checkpoint(const CheckpointOptions& options, int64_t iteration,
+                                const json::Value& trainer_state) {
+  if (!optimizer_) {
+    return absl::FailedPreconditionError("Varuna::checkpoint called before set_optimizer");
+  }
+  if (!trainer_state.is_object()) {
+    return absl::InvalidArgumentError("Varuna::checkpoint: the trainer state must be an object");
+  }
+  if (absl::Status status = finish_checkpoint(); !status.ok()) return status;
+  if (!checkpoint_writer_ || checkpoint_writer_->staging_dir() != options.staging_dir) {
+    checkpoint_writer_ = std::make_unique<CheckpointWriter>(options.staging_dir);
+  }
+  if (absl::Status status =
+          OnRankZero([&] { return BeginCheckpoint(options.save_dir, iteration); });
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = AgreeOnStatus(checkpoint_writer_->Write(RankShare(options, iteration)));
+      !status.ok()) {
+    // Every rank's background move must end before rank 0 removes the directory.
+    AgreeOnStatus(checkpoint_writer_->Wait()).IgnoreError();
+    OnRankZero([&] { return AbandonCheckpoint(options.save_dir, iteration); }).IgnoreError();
+    return status;
+  }
+
+  PendingCheckpoint pending;
+  pending.options = options;
+  pending.iteration = iteration;
+  pending.layout = json::Value::MakeObject();
+  pending.layout.Set("stage_to_rank_map", options_.stage_map.ToString());
+  pending.layout.Set("num_stages", options_.stage_map.num_stages());
+  pending.layout.Set("num_replicas", options_.stage_map.num_replicas());
+  pending.layout.Set("batch_size", options_.batch_size);
+  pending.layout.Set("chunk_size", options_.chunk_size);
+  pending.layout.Set("sharded", options.shard && options_.stage_map.num_replicas() > 1);
+  const LossScaler::State scaler = scaler_->state();
+  json::Value scaler_json = json::Value::MakeObject();
+  scaler_json.Set("scale", scaler.scale);
+  scaler_json.Set("growth_count", scaler.growth_count);
+  scaler_json.Set("hysteresis_left", scaler.hysteresis_left);
+  scaler_json.Set("dynamic_fp16", options_.dtype == c10::kHalf && scaler_->dynamic());
+  json::Value engine = json::Value::MakeObject();
+  engine.Set("num_segments", model_->num_segments());
+  engine.Set("optimizer_steps", optimizer_->step_count());
+  engine.Set("loss_scaler", std::move(scaler_json));
+  pending.metadata = json::Value::MakeObject();
+  pending.metadata.Set("engine", std::move(engine));
+  pending.metadata.Set("trainer", trainer_state);
+  pending_checkpoint_ = std::move(pending);
+  if (checkpoint_writer_->staged()) return absl::OkStatus();
+  return finish_checkpoint();
+}
+
+absl::Status Varuna::finish_checkpoint() {
+  if (!pending_checkpoint_) return absl::OkStatus();
+  const PendingCheckpoint pending = std::move(*pending_checkpoint_);
+  pending_checkpoint_.reset();
+  const std::string& save_dir = pending.options.save_dir;
+  if (absl::Status status = AgreeOnStatus(checkpoint_writer_->Wait()); !status.ok()) {
+    OnRankZero([&] { return AbandonCheckpoint(save_dir, pending.iteration); }).IgnoreError();
+    return status;
+  }
+  return OnRankZero([&]() -> absl::Status {
+    if (absl::Status status =
+            FinalizeCheckpoint(save_dir, pending.iteration, options_.stage_map.world_size(),
+                               pending.layout, pending.metadata);
+        !status.ok()) {
+      AbandonCheckpoint(save_dir, pending.iteration).IgnoreError();  // unless COMPLETE is in
+      return status;
+    }
+    if (pending.options.keep_last > 0) {
+      return RemoveOldCheckpoints(save_dir, pending.options.keep_last, pending.iteration).status();
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_dir,
+                                                      int64_t iteration,
+                                                      const Acceptor& accept) const {
+  std::set<int> wanted;
+  for (int s = segments().first; s <= segments().last; ++s) wanted.insert(s);
+  absl::StatusOr<CheckpointData> data = ReadCheckpoint(load_dir, iteration, wanted);
+  if (!data.ok()) return data.status();
+  const std::string where = absl::StrCat(load_dir, "/", CheckpointDirName(iteration));
+
+  const json::Value* engine = data->metadata.Find("engine");
+  const json::Value* steps = engine ? engine->Find("optimizer_steps") : nullptr;
+  const json::Value* scaler = engine ? engine->Find("loss_scaler") : nullptr;
+  const json::Value* num_segments = engine ? engine->Find("num_segments") : nullptr;
+  const json::Value* trainer = data->metadata.Find("trainer");
+  if (steps == nullptr || !steps->is_int() || scaler == nullptr || !scaler->is_object() ||
+      num_segments == nullptr || !num_segments->is_int() || trainer == nullptr) {
+    return absl::DataLossError(absl::StrCat(where,
+                                            "/metadata.json lacks the engine's state "
+                                            "(optimizer_steps, loss_scaler, num_segments) or the "
+                                            "trainer's"));
+  }
+  if (accept) {
+    if (absl::Status status = accept(*trainer); !status.ok()) return status;
+  }
+  if (num_segments->as_int() != model_->num_segments()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " holds a model of ", num_segments->as_int(), " segments; this model has ",
+        model_->num_segments(), ": load it with the model configuration that wrote it"));
+  }
+
+  LoadedState state;
+  state.iteration = iteration;
+  state.trainer = *trainer;
+  state.optimizer_steps = steps->as_int();
+  for (auto& [segment, named] : data->segments) {
+    for (auto& [name, tensor] : named) state.tensors[name] = tensor;
+  }
+  for (size_t i = 0; i < optimizer_->parameters().size(); ++i) {
+    for (const auto& [name, current] : optimizer_->StateOf(i)) {
+      auto it = state.tensors.find(name);
+      if (it == state.tensors.end() || it->second.sizes() != current.sizes()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(where, ": tensor ", name,
+                         it != state.tensors.end() ? " has another shape" : " is missing",
+                         " in segment ", model_->SegmentOf(optimizer_->parameters()[i].name),
+                         ": the checkpoint was written for a different model configuration"));
+      }
+    }
+  }
+
+  // RNG: under the layout that wrote it, each rank continues its own generator; under another
+  // layout, every rank takes rank 0's (as every rank started from one seed).
+  const json::Value* saved_map = FindString(data->layout, "stage_to_rank_map");
+  const std::string current_map = options_.stage_map.ToString();
+  const bool same_layout = saved_map != nullptr && saved_map->as_string() == current_map &&
+                           data->rank_states.count(options_.rank) > 0;
+  if (!same_layout) {
+    state.note =
+        absl::StrCat("the layout changed from \"", saved_map ? saved_map->as_string() : "unknown",
+                     "\" to \"", current_map, "\": every rank continues rank 0's RNG state");
+  }
+  auto rank_state = data->rank_states.find(same_layout ? options_.rank : 0);
+  const json::Value* cpu_rng = rank_state != data->rank_states.end()
+                                   ? FindString(rank_state->second, "cpu_rng_state")
+                                   : nullptr;
+  if (cpu_rng == nullptr) {
+    return absl::DataLossError(absl::StrCat(where, "/metadata.json lacks rank ",
+                                            same_layout ? options_.rank : 0, "'s cpu_rng_state"));
+  }
+  absl::StatusOr<at::Tensor> cpu = GeneratorStateFromHex(c10::kCPU, cpu_rng->as_string(), where);
+  if (!cpu.ok()) return cpu.status();
+  state.cpu_rng = *cpu;
+  // A CUDA state is restored only onto a CUDA device (a run resumed on another device type
+  // draws its dropout from a fresh generator there).
+  const json::Value* cuda_rng = FindString(rank_state->second, "cuda_rng_state");
+  if (options_.device.is_cuda() && cuda_rng != nullptr) {
+    absl::StatusOr<at::Tensor> cuda =
+        GeneratorStateFromHex(options_.device, cuda_rng->as_string(), where);
+    if (!cuda.ok()) return cuda.status();
+    state.cuda_rng = *cuda;
+  }
+
+  // The saved scale continues only from dynamic fp16 to dynamic fp16; otherwise (fp32 or bf16
+  // on either side, a static --loss-scale now) the scale set_optimizer chose stands.
+  const json::Value* saved_dynamic = scaler->Find("dynamic_fp16");
+  if (options_.dtype == c10::kHalf && scaler_->dynamic() && saved_dynamic != nullptr &&
+      saved_dynamic->is_bool() && saved_dynamic->as_bool()) {
+    LossScaler::State restored = scaler_->state();
+    const json::Value* scale = scaler->Find("scale");
+    const json::Value* growth = scaler->Find("growth_count");
+    const json::Value* hysteresis = scaler->Find("hysteresis_left");
+    if (scale && scale->is_number()) restored.scale = scale->as_double();
+    if (growth && growth->is_int()) restored.growth_count = growth->as_int();
+    if (hysteresis && hysteresis->is_int()) restored.hysteresis_left = hysteresis->as_int();
+    state.scaler = restored;
+  }
+  return state;
+}
+
+absl::Status Varuna::ApplyState(const LoadedState& state) {
+  auto find = [&state](const std::string& name) {
+    auto it = state.tensors.find(name);
+    return it == state.tensors.end() ? at::Tensor() : it->second;
+  };
+  for (size_t i = 0; i < optimizer_->parameters().size(); ++i) {
+    if (absl::Status status = optimizer_->LoadStateOf(i, find); !status.ok()) return status;
+  }
+  optimizer_->set_step_count(state.optimizer_steps);
+  if (state.scaler) scaler_->set_state(*state.scaler);
+  try {
+    SetGeneratorState(c10::Device(c10::kCPU), state.cpu_rng);
+    if (state.cuda_rng.defined()) SetGeneratorState(options_.device, state.cuda_rng);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("the saved RNG state is invalid: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Varuna::Loaded> Varuna::load_checkpoint(const std::string& load_dir,
+                                                       std::optional<int64_t> iteration,
+                                                       const Acceptor& accept) {
+  if (!optimizer_) {
+    return absl::FailedPreconditionError("Varuna::load_checkpoint called before set_optimizer");
+  }
+  std::set<int64_t> rejected;
+  std::vector<std::string> skipped;
+  while (true) {
+    int64_t candidate = iteration.value_or(-1);
+    std::string note;
+    if (!iteration) {
+      // Rank 0 chooses, so that every rank loads the same checkpoint.
+      absl::StatusOr<int64_t> latest = int64_t{-1};
+      absl::Status chosen = OnRankZero([&] {
+        latest = LatestCheckpointIteration(load_dir, &note, rejected);
+        return latest.status();
+      });
+      if (!chosen.ok()) {
+        return skipped.empty() ? chosen
+                               : absl::Status(chosen.code(),
+                                              absl::StrCat(chosen.message(), "; rejected earlier: ",
+                                                           absl::StrJoin(skipped, "; ")));
+      }
+      std::vector<double> agreed = {options_.rank == 0 ? static_cast<double>(*latest) : 0.0};
+      if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;
+      candidate = static_cast<int64_t>(agreed[0]);
+    }
+    absl::StatusOr<LoadedState> state = ReadState(load_dir, candidate, accept);
+    absl::Status agreed = AgreeOnStatus(state.status());
+    if (agreed.ok()) {
+      // Checked on every rank; applying cannot fail but for a corrupt RNG state.
+      if (absl::Status status = AgreeOnStatus(ApplyState(*state)); !status.ok()) return status;
+      std::vector<std::string> notes;
+      if (!note.empty()) notes.push_back(note);
+      if (!skipped.empty()) {
+        notes.push_back(
+            absl::StrCat("skipped as damaged or incomplete: ", absl::StrJoin(skipped, "; ")));
+      }
+      if (!state->note.empty()) notes.push_back(state->note);
+      return Loaded{candidate, state->trainer, absl::StrJoin(notes, "; ")};
+    }
+    if (iteration || agreed.code() != absl::StatusCode::kDataLoss) return agreed;
+    rejected.insert(candidate);
+    skipped.push_back(absl::StrCat(CheckpointDirName(candidate), " (", agreed.message(), ")"));
+  }
+}
+
+}  // namespace varuna
