@@ -8,12 +8,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "trainer/flags.h"
 #include "trainer/lr_schedule.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/pipeline/schedule.h"
 
 namespace trainer {
 namespace {
+
+using varuna::FlagParser;
 
 void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("preset", &a.preset, "model preset: gpt2-tiny, gpt2-355m, gpt2-1.5b, gpt2-2.5b, gpt2-8.3b");

@@ -16,14 +16,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "trainer/flags.h"
 #include "varuna/checkpoint/files.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/io/crc32c.h"
 #include "varuna/io/json.h"
 #include "varuna/io/safetensors.h"
 
 namespace trainer {
 namespace {
+
+using varuna::FlagParser;
 
 namespace fs = std::filesystem;
 using varuna::json::Value;

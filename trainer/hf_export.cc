@@ -20,13 +20,15 @@
 #include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/parameter_names.h"
-#include "trainer/flags.h"
 #include "varuna/checkpoint/files.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/io/posix_file.h"
 #include "varuna/io/safetensors.h"
 
 namespace trainer {
 namespace {
+
+using varuna::FlagParser;
 
 namespace fs = std::filesystem;
 using varuna::NamedTensors;

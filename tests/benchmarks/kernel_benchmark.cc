@@ -26,7 +26,7 @@
 
 #include "absl/strings/str_format.h"
 #include "trainer/device_name.h"
-#include "trainer/flags.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/kernels/bias_gelu.h"
 #include "varuna/kernels/causal_attention.h"
 #include "varuna/kernels/causal_softmax.h"
@@ -333,7 +333,7 @@ class Benchmark {
 
 int Main(int argc, char** argv) {
   Options options;
-  trainer::FlagParser parser;
+  varuna::FlagParser parser;
   parser.Add("device", &options.device, "cpu or cuda (empty: cuda when present)");
   parser.Add("dtype", &options.dtype, "fp16, bf16 or fp32: the activations' and gradients' dtype");
   parser.Add("iterations", &options.iterations, "timed runs per measurement");

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/io/posix_file.h"
 #include "varuna/launch/config.h"
 #include "varuna/launch/host.h"
@@ -103,26 +104,16 @@ absl::StatusOr<std::vector<std::string>> ReadMachineList(const std::string& path
 
 std::optional<std::string> WorkerFlagValue(const std::vector<std::string>& command,
                                            const std::string& name) {
-  std::optional<std::string> value;
-  const std::string key = FlagKey("--" + name);
-  for (size_t i = 1; i < command.size(); ++i) {
-    if (FlagKey(command[i]) != key) continue;
-    const size_t eq = command[i].find('=');
-    if (eq != std::string::npos) {
-      value = command[i].substr(eq + 1);
-    } else if (i + 1 < command.size()) {
-      value = command[++i];
-    }
-  }
-  return value;
+  if (command.empty()) return std::nullopt;
+  return FindFlagValue(std::vector<std::string>(command.begin() + 1, command.end()), name);
 }
 
 std::vector<std::string> ResumeCommand(const std::vector<std::string>& command,
                                        const std::string& load) {
   std::vector<std::string> out;
   for (size_t i = 0; i < command.size(); ++i) {
-    const std::string key = i == 0 ? "" : FlagKey(command[i]);
-    if (key == "load" || key == "load_iteration" || key == "resume_step") {
+    const std::string key = i == 0 ? "" : FlagKeyOf(command[i]);
+    if (key == "load" || key == "load-iteration" || key == "resume-step") {
       if (command[i].find('=') == std::string::npos) ++i;  // its value is the next argument
       continue;
     }

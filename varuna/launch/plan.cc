@@ -12,117 +12,58 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "varuna/flags/flag_parser.h"
 
 namespace varuna {
 namespace {
 
-enum class FlagType { kInt, kDouble, kString, kBool };
-
-struct FlagSpec {
-  const char* name;  // canonical spelling
-  FlagType type;
-  const char* help;
-  int LaunchOptions::*field = nullptr;                 // The option a kInt flag sets,
-  double LaunchOptions::*double_field = nullptr;       // a kDouble flag,
-  std::string LaunchOptions::*string_field = nullptr;  // a kString flag,
-  bool LaunchOptions::*bool_field = nullptr;           // a kBool flag (--name or --name=true).
-};
-
-const FlagSpec kFlags[] = {
-    {"nstages", FlagType::kInt, "pipeline stages P (required unless --profile_dir)",
-     &LaunchOptions::nstages},
-    {"chunk_size", FlagType::kInt, "micro-batch size (required unless --profile_dir)",
-     &LaunchOptions::chunk_size},
-    {"batch_size", FlagType::kInt, "global batch size over all replicas (required)",
-     &LaunchOptions::batch_size},
-    {"gpus_per_node", FlagType::kInt, "worker processes per node (default 1)",
-     &LaunchOptions::gpus_per_node},
-    {"nnodes", FlagType::kInt, "nodes in the job (default 1)", &LaunchOptions::nnodes},
-    {"node_rank", FlagType::kInt, "this node's index in [0, nnodes) (default 0)",
-     &LaunchOptions::node_rank},
-    {"master_addr", FlagType::kString, "host of rank 0's rendezvous store (default 127.0.0.1)",
-     nullptr, nullptr, &LaunchOptions::master_addr},
-    {"master_port", FlagType::kInt,
-     "port of the rendezvous store (default 29500; 0 = a free port, one node only)",
-     &LaunchOptions::master_port},
-    {"grace_seconds", FlagType::kDouble,
-     "seconds between SIGTERM and SIGKILL when stopping workers (default 10)", nullptr,
-     &LaunchOptions::grace_seconds},
-    {"profile_dir", FlagType::kString,
-     "a profile written by `pretrain_gpt2 --profiling`: with --nstages and --chunk_size both "
-     "omitted, choose P, the micro-batch size and the stage boundaries from it (ignored when "
-     "both are given)",
-     nullptr, nullptr, &LaunchOptions::profile_dir},
-    {"gpu_memory_gb", FlagType::kDouble,
-     "memory of one GPU in GiB, for the configuration search (required with --profile_dir)",
-     nullptr, &LaunchOptions::gpu_memory_gb},
-    {"morph", FlagType::kBool,
-     "keep the job running on the machines --machine_list names: when the list changes or "
-     "the launcher gets SIGUSR1, the workers checkpoint and stop and the job restarts from "
-     "that checkpoint on the machines listed then (needs --save in the worker flags)",
-     nullptr, nullptr, nullptr, &LaunchOptions::morph},
-    {"machine_list", FlagType::kString,
-     "with --morph: a file of machines, one host per line (each runs --gpus_per_node workers)",
-     nullptr, nullptr, &LaunchOptions::machine_list},
-    {"remote_shell", FlagType::kString,
-     "with --morph: the command that runs a node's launcher on another host (default ssh)", nullptr,
-     nullptr, &LaunchOptions::remote_shell},
-    {"stop_on_stdin", FlagType::kBool,
-     "set by the --morph manager on each node's launcher: a line \"stop\" on stdin means "
-     "checkpoint and stop (as SIGUSR1), the end of stdin means stop (as SIGTERM)",
-     nullptr, nullptr, nullptr, &LaunchOptions::stop_on_stdin},
-};
-
-// Varuna's launcher.py spellings of the same flags.
-const std::map<std::string, std::string>& Aliases() {
-  static const auto* aliases = new std::map<std::string, std::string>{
-      {"ngpus_per_server", "gpus_per_node"}, {"nservers", "nnodes"}};
-  return *aliases;
-}
-
-const FlagSpec* FindFlag(const std::string& key) {
-  std::string canonical = key;
-  if (auto alias = Aliases().find(key); alias != Aliases().end()) canonical = alias->second;
-  for (const FlagSpec& flag : kFlags) {
-    if (canonical == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-absl::Status Assign(const FlagSpec& flag, const std::string& value, LaunchOptions& options) {
-  const std::string name = flag.name;
-  if (flag.type == FlagType::kString) {
-    options.*flag.string_field = value;
-    return absl::OkStatus();
-  }
-  if (flag.type == FlagType::kBool) {
-    if (value == "true" || value == "1") {
-      options.*flag.bool_field = true;
-    } else if (value == "false" || value == "0") {
-      options.*flag.bool_field = false;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, "=\"", value,
-                                                     "\" is not true or false: write --", name,
-                                                     " or --", name, "=false"));
-    }
-    return absl::OkStatus();
-  }
-  if (flag.type == FlagType::kDouble) {
-    if (!absl::SimpleAtod(value, &(options.*flag.double_field))) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, "=\"", value,
-                                                     "\" is not a number: give one, e.g. --", name,
-                                                     "=", name == "gpu_memory_gb" ? "80" : "10"));
-    }
-    return absl::OkStatus();
-  }
-  int parsed = 0;
-  if (!absl::SimpleAtoi(value, &parsed)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, "=\"", value, "\" is not an integer: give a whole number, e.g. --",
-                     name, "=", name == "master_port" ? "29500" : "2"));
-  }
-  options.*flag.field = parsed;
-  return absl::OkStatus();
+// The launcher's flags, bound to `options`.
+void RegisterLaunchFlags(FlagParser& parser, LaunchOptions& options) {
+  parser.Add("nstages", &options.nstages, "pipeline stages P (required unless --profile_dir)", "2");
+  parser.Add("chunk_size", &options.chunk_size, "micro-batch size (required unless --profile_dir)",
+             "2");
+  parser.Add("batch_size", &options.batch_size, "global batch size over all replicas (required)",
+             "2");
+  parser.Add("gpus_per_node", &options.gpus_per_node, "worker processes per node", "2");
+  parser.Add("nnodes", &options.nnodes, "nodes in the job", "2");
+  parser.Add("node_rank", &options.node_rank, "this node's index in [0, nnodes)", "2");
+  parser.Add("master_addr", &options.master_addr, "host of rank 0's rendezvous store");
+  parser.Add("master_port", &options.master_port,
+             "port of the rendezvous store (0 = a free port, one node only)", "29500");
+  parser.Add("grace_seconds", &options.grace_seconds,
+             "seconds between SIGTERM and SIGKILL when stopping workers", "10");
+  parser.Add("profile_dir", &options.profile_dir,
+             "a profile written by `pretrain_gpt2 --profiling`: with --nstages and --chunk_size "
+             "both omitted, choose P, the micro-batch size and the stage boundaries from it "
+             "(ignored when both are given)");
+  parser.Add("gpu_memory_gb", &options.gpu_memory_gb,
+             "memory of one GPU in GiB, for the configuration search (required with "
+             "--profile_dir)",
+             "80");
+  parser.Add("morph", &options.morph,
+             "keep the job running on the machines --machine_list names: when the list changes "
+             "or the launcher gets SIGUSR1, the workers checkpoint and stop and the job restarts "
+             "from that checkpoint on the machines listed then (needs --save in the worker "
+             "flags)");
+  parser.Add("machine_list", &options.machine_list,
+             "with --morph: a file of machines, one host per line (each runs --gpus_per_node "
+             "workers)");
+  parser.Add("remote_shell", &options.remote_shell,
+             "with --morph: the command that runs a node's launcher on another host");
+  parser.Add("stop_on_stdin", &options.stop_on_stdin,
+             "set by the --morph manager on each node's launcher: a line \"stop\" on stdin means "
+             "checkpoint and stop (as SIGUSR1), the end of stdin means stop (as SIGTERM)");
+  // Varuna's launcher.py spellings of the same flags.
+  parser.AddAlias("ngpus_per_server", "gpus_per_node");
+  parser.AddAlias("nservers", "nnodes");
+  parser.SetUnknownFlagAdvice([names = parser.Names()](const std::string& name) {
+    std::vector<std::string> known;
+    for (const std::string& flag : names) known.push_back(absl::StrCat("--", flag));
+    return absl::StrCat(": the launcher takes ", absl::StrJoin(known, " "),
+                        "; flags for the workers go after the program, e.g. -- "
+                        "//trainer:pretrain_gpt2 --",
+                        name, "=...");
+  });
 }
 
 // "1, 2, 4" for 4.
@@ -193,70 +134,21 @@ absl::StatusOr<std::string> ResolveLabel(const std::string& label,
 
 // Flags the launcher sets for each worker; the worker command must not set them too.
 const std::set<std::string>& PerProcessFlags() {
-  static const auto* flags = new std::set<std::string>{"rank", "local_rank", "stage_to_rank_map",
-                                                       "chunk_size", "batch_size"};
+  static const auto* flags = new std::set<std::string>{"rank", "local-rank", "stage-to-rank-map",
+                                                       "chunk-size", "batch-size"};
   return *flags;
-}
-
-// The name of a `--name=value` or `--name` argument.
-std::string FlagName(const std::string& arg) {
-  const size_t eq = arg.find('=');
-  return arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
 }
 
 }  // namespace
 
-std::string FlagKey(const std::string& arg) {
-  if (arg.size() < 3 || arg.rfind("--", 0) != 0) return "";
-  std::string key = FlagName(arg);
-  std::replace(key.begin(), key.end(), '-', '_');
-  return key;
-}
-
 absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& args) {
   LaunchOptions options;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg == "--help" || arg == "-h" || arg == "-help") {
-      options.help = true;
-      continue;
-    }
-    if (arg.empty() || arg[0] != '-') break;  // the worker program
-    if (arg.size() < 3 || arg[1] != '-') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown launcher argument \"", arg,
-                       "\": launcher flags are written --name=value; see --help"));
-    }
-    const size_t eq = arg.find('=');
-    const std::string name = FlagName(arg);
-    const FlagSpec* flag = FindFlag(FlagKey(arg));
-    if (flag == nullptr) {
-      std::vector<std::string> known;
-      for (const FlagSpec& f : kFlags) known.push_back(absl::StrCat("--", f.name));
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown launcher flag --", name, ": the launcher takes ", absl::StrJoin(known, " "),
-          "; flags for the workers go after the program, e.g. -- //trainer:pretrain_gpt2 --", name,
-          "=..."));
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (flag->type == FlagType::kBool) {
-      value = "true";
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, " needs a value: write --", flag->name, "=<value>"));
-    }
-    if (absl::Status status = Assign(*flag, value, options); !status.ok()) return status;
+  FlagParser parser("launcher");
+  RegisterLaunchFlags(parser, options);
+  if (absl::Status status = parser.ParseUntilCommand(args, &options.command); !status.ok()) {
+    return status;
   }
-  options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  options.help = parser.help_requested();
   if (options.command.empty() && !options.help) {
     return absl::InvalidArgumentError(
         "no worker program: put it after the launcher's flags and `--`, e.g. "
@@ -279,11 +171,10 @@ std::string LaunchUsage() {
       "launches the fastest, adding --stage-segments=<layers per stage> to every worker (the\n"
       "profile must be of the workers' model). Giving only one of --nstages/--chunk_size with\n"
       "--profile_dir is an error; giving both ignores the profile.\nflags:\n";
-  for (const FlagSpec& flag : kFlags)
-    absl::StrAppend(&out, "  --", flag.name, "  ", flag.help, "\n");
-  absl::StrAppend(&out,
-                  "  (aliases: --ngpus_per_server = --gpus_per_node, --nservers = --nnodes)\n");
-  return out;
+  LaunchOptions defaults;
+  FlagParser parser;
+  RegisterLaunchFlags(parser, defaults);
+  return out + parser.Help();
 }
 
 absl::StatusOr<std::string> ResolveProgram(const std::string& spec,
@@ -385,13 +276,13 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
   }
   for (size_t i = 1; i < options.command.size(); ++i) {
     const std::string& arg = options.command[i];
-    if (!options.stage_segments.empty() && FlagKey(arg) == "stage_segments") {
+    if (!options.stage_segments.empty() && FlagKeyOf(arg) == "stage-segments") {
       return invalid("the worker flag ", arg,
                      " conflicts with the stage boundaries the launcher chose from --profile_dir=",
                      options.profile_dir,
                      ": remove it, or give --nstages and --chunk_size to choose yourself");
     }
-    if (PerProcessFlags().count(FlagKey(arg)) > 0) {
+    if (PerProcessFlags().count(FlagKeyOf(arg)) > 0) {
       return invalid("the worker flag ", arg,
                      " is set by the launcher for each process (--rank, --local_rank, "
                      "--stage_to_rank_map, --chunk_size, --batch-size = --batch_size / D): remove "

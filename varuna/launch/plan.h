@@ -67,10 +67,6 @@ struct LaunchOptions {
   std::vector<std::string> command;
 };
 
-// The name of a command-line argument "--name" or "--name=value" with '-' written as '_'
-// (flag names treat them alike); "" for an argument that is not a flag.
-std::string FlagKey(const std::string& arg);
-
 // Parses the launcher's arguments (without argv[0]). The worker command starts after `--` or
 // at the first argument that is not a flag (Varuna's `launcher ... train.py args`). Checks
 // syntax only (unknown flags, malformed numbers, a missing command); PlanLaunch checks the

@@ -86,10 +86,10 @@ TEST(ParseLaunchFlagsTest, BadArgumentsNameTheProblem) {
                     HasSubstr("flags for the workers go after the program")));
   EXPECT_THAT(ParseError({"-x", "--", "w"}), HasSubstr("unknown launcher argument \"-x\""));
   EXPECT_THAT(ParseError({"--nstages=two", "--", "w"}),
-              HasSubstr("--nstages=\"two\" is not an integer"));
+              HasSubstr("--nstages=two is not an integer"));
   EXPECT_THAT(ParseError({"--nstages=2.5", "--", "w"}), HasSubstr("is not an integer"));
   EXPECT_THAT(ParseError({"--grace_seconds=soon", "--", "w"}),
-              HasSubstr("--grace_seconds=\"soon\" is not a number"));
+              HasSubstr("--grace_seconds=soon is not a number"));
   EXPECT_THAT(ParseError({"--nstages"}), HasSubstr("--nstages needs a value"));
   EXPECT_THAT(ParseError({"--nstages=2", "--chunk_size=4"}), HasSubstr("no worker program"));
   EXPECT_THAT(ParseError({"--nstages=2", "--"}), HasSubstr("no worker program"));
@@ -338,7 +338,7 @@ TEST(ParseLaunchFlagsTest, ProfileFlags) {
   EXPECT_EQ(options->chunk_size, 0);
   EXPECT_TRUE(options->stage_segments.empty());
   EXPECT_THAT(ParseError({"--gpu_memory_gb=lots", "--", "w"}),
-              HasSubstr("--gpu_memory_gb=\"lots\" is not a number: give one, e.g. "
+              HasSubstr("--gpu_memory_gb=lots is not a number: give one, e.g. "
                         "--gpu_memory_gb=80"));
   EXPECT_THAT(ParseError({"--profile_dir"}), HasSubstr("--profile_dir needs a value"));
   EXPECT_THAT(LaunchUsage(), AllOf(HasSubstr("--profile_dir"), HasSubstr("--gpu_memory_gb"),

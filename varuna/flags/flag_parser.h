@@ -1,0 +1,124 @@
+// FlagParser: the command-line flags of every program in this repository (the trainer and its
+// tools, the launcher, the data tools, the benchmarks), with Megatron's and Varuna's spellings.
+//
+// Megatron's flags use dashes (--num-layers) and Varuna's underscores (--chunk_size,
+// --stage_to_rank_map); both spellings of every flag are accepted, since launch scripts mix
+// them. Values come as `--name=value` or `--name value`; a boolean flag alone (`--fp16`) means
+// true, and `--fp16=false` is accepted. `--help`, `-h` and `-help` ask for the help text.
+// Parsing fails, naming the flag and the fix, on an unknown flag (suggesting the closest known
+// one), a missing or malformed value, a single-dash argument, or a positional argument where
+// none is expected. Help() lists every flag with its help text and default.
+//
+// Thread safety: none. The parser stores pointers to the caller's variables, which must
+// outlive it.
+#ifndef VARUNA_FLAGS_FLAG_PARSER_H_
+#define VARUNA_FLAGS_FLAG_PARSER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace varuna {
+
+class FlagParser {
+ public:
+  // `program` names the flags in messages when given: "unknown launcher flag --x".
+  explicit FlagParser(std::string program = "") : what_(program.empty() ? "" : program + " ") {}
+
+  // Registers a flag. `name` is written without the leading dashes, in its canonical spelling
+  // (e.g. "num-layers" or "chunk_size"); the variable's current value is the default. A
+  // malformed value's message suggests `example` (e.g. "80") when it is given.
+  void Add(const std::string& name, int64_t* value, const std::string& help,
+           const std::string& example = "");
+  void Add(const std::string& name, int* value, const std::string& help,
+           const std::string& example = "");
+  void Add(const std::string& name, double* value, const std::string& help,
+           const std::string& example = "");
+  void Add(const std::string& name, std::string* value, const std::string& help);
+  void Add(const std::string& name, bool* value, const std::string& help);
+
+  // Another name for the registered flag `name` (Varuna's --ngpus_per_server for
+  // --gpus_per_node).
+  void AddAlias(const std::string& alias, const std::string& name);
+
+  // What an unknown flag's message says after "unknown flag --<name>": by default the
+  // closest known flag ("(did you mean --num-layers?)") and "; see --help".
+  void SetUnknownFlagAdvice(std::function<std::string(const std::string& name)> advice) {
+    unknown_flag_advice_ = std::move(advice);
+  }
+
+  // Parses `args` (without the program name) into the registered variables. "--help" sets
+  // help_requested() and stops. Returns InvalidArgument naming the offending flag. Arguments
+  // that are not flags go to `positional` (in order), or are an error if it is null; a bare
+  // "--" is positional too.
+  absl::Status Parse(const std::vector<std::string>& args,
+                     std::vector<std::string>* positional = nullptr);
+
+  // For programs that start another program (the launcher): parses flags up to the first
+  // argument that is not a flag, or up to a bare "--" (dropped); that argument and everything
+  // after it go to `command` unchanged. Errors as Parse. "--help" sets help_requested() and
+  // parsing goes on.
+  absl::Status ParseUntilCommand(const std::vector<std::string>& args,
+                                 std::vector<std::string>* command);
+
+  bool help_requested() const { return help_requested_; }
+
+  // Whether the flag (canonical name) was given on the command line.
+  bool WasSet(const std::string& name) const { return set_.count(Key(name)) > 0; }
+
+  // The canonical names of the registered flags, in registration order.
+  std::vector<std::string> Names() const;
+
+  // One line per flag: name, aliases, help text and default value, in registration order.
+  std::string Help() const;
+
+  // The spelling-independent key of a flag name: dashes and underscores are the same.
+  static std::string Key(const std::string& name);
+
+ private:
+  enum class Type { kInt64, kInt, kDouble, kString, kBool };
+  struct Flag {
+    std::string name;
+    Type type;
+    void* value;
+    std::string help;
+    std::string default_text;
+    std::string example;
+    std::vector<std::string> aliases;
+  };
+
+  void Register(const std::string& name, Type type, void* value, const std::string& help,
+                const std::string& default_text, const std::string& example);
+  // Parses args[*i] (a flag) and, for `--name value`, args[*i + 1].
+  absl::Status ParseFlag(const std::vector<std::string>& args, size_t* i);
+  absl::Status Assign(const Flag& flag, const std::string& text) const;
+  std::string Suggest(const std::string& key) const;
+
+  std::string what_;  // "" or "<program> "
+  std::vector<Flag> flags_;
+  std::map<std::string, size_t> index_;  // Key(name or alias) -> position in flags_
+  std::set<std::string> set_;
+  std::function<std::string(const std::string&)> unknown_flag_advice_;
+  bool help_requested_ = false;
+};
+
+// The spelling-independent key (FlagParser::Key) of the flag that argument `arg` sets
+// ("--chunk_size=4" -> "chunk-size"), or "" when `arg` is not a flag.
+std::string FlagKeyOf(const std::string& arg);
+
+// The value of flag `name` in a program's arguments `args` (either spelling; `--name=value` or
+// `--name value`; the last one wins), or nullopt when it is not there. Arguments after a bare
+// "--" are not searched. For reading a flag of another program's command line (the launcher
+// finding its workers' --save).
+std::optional<std::string> FindFlagValue(const std::vector<std::string>& args,
+                                         const std::string& name);
+
+}  // namespace varuna
+
+#endif  // VARUNA_FLAGS_FLAG_PARSER_H_
