@@ -4,49 +4,81 @@
 //   bazel run //data:preprocess_data -- --input=data/corpus/fortunes.jsonl
 //       --output-prefix=/tmp/fortunes --tokenizer-model=/tmp/tok.model
 //
-// writes /tmp/fortunes_text_document.bin and .idx. Flags take dashes or underscores.
-// Relative paths are resolved against the directory `bazel run` was started from.
+// writes /tmp/fortunes_text_document.bin and .idx. Flags (varuna::FlagParser) take dashes or
+// underscores, `--flag=value` or `--flag value`; `--help` lists them with their defaults.
+// Relative paths are resolved against the directory `bazel run` was started from. Exit status:
+// 0 on success (the dataset prefix printed) and after --help, 1 when preprocessing fails,
+// 2 on a bad command line.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
-#include "data/dashed_flags.h"
 #include "data/preprocess.h"
+#include "varuna/flags/flag_parser.h"
 
-ABSL_FLAG(std::string, input, "",
-          "Comma-separated input files: *.jsonl/*.json hold one JSON object per line with the "
-          "text in the --json-keys field; other files are plain text, documents separated by "
-          "blank lines.");
-ABSL_FLAG(std::string, output_prefix, "",
-          "Writes <output-prefix>_<json-keys>_document.bin and .idx.");
-ABSL_FLAG(std::string, tokenizer_model, "",
-          "SentencePiece model file (make one with //data:train_tokenizer).");
-ABSL_FLAG(std::string, json_keys, "text", "The JSON field that holds each document's text.");
-ABSL_FLAG(bool, append_eod, true,
-          "Append the tokenizer's end-of-document id after every document "
-          "(--append-eod=false to turn off).");
-ABSL_FLAG(int, workers, 0, "Tokenizing threads; 0 means one per hardware thread.");
-ABSL_FLAG(int64_t, log_interval, 10000, "Print progress every this many documents.");
+namespace {
+
+constexpr char kUsage[] =
+    "Tokenizes text into a Megatron indexed dataset (.bin/.idx).\nExample: preprocess_data "
+    "--input=corpus.jsonl --output-prefix=out/corpus --tokenizer-model=tok.model";
+
+// The command line, with its defaults.
+struct Flags {
+  std::string input;
+  std::string output_prefix;
+  std::string tokenizer_model;
+  std::string json_keys = "text";
+  bool append_eod = true;
+  int workers = 0;
+  int64_t log_interval = 10000;
+};
+
+// Registers the flags on `parser`; parsing writes them into `flags`, which must outlive it.
+void Register(varuna::FlagParser& parser, Flags& flags) {
+  parser.Add("input", &flags.input,
+             "Comma-separated input files: *.jsonl/*.json hold one JSON object per line with the "
+             "text in the --json-keys field; other files are plain text, documents separated by "
+             "blank lines.");
+  parser.Add("output-prefix", &flags.output_prefix,
+             "Writes <output-prefix>_<json-keys>_document.bin and .idx.");
+  parser.Add("tokenizer-model", &flags.tokenizer_model,
+             "SentencePiece model file (make one with //data:train_tokenizer).");
+  parser.Add("json-keys", &flags.json_keys, "The JSON field that holds each document's text.");
+  parser.Add("append-eod", &flags.append_eod,
+             "Append the tokenizer's end-of-document id after every document "
+             "(--append-eod=false to turn off).");
+  parser.Add("workers", &flags.workers, "Tokenizing threads; 0 means one per hardware thread.");
+  parser.Add("log-interval", &flags.log_interval, "Print progress every this many documents.");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Tokenizes text into a Megatron indexed dataset (.bin/.idx).\nExample: preprocess_data "
-      "--input=corpus.jsonl --output-prefix=out/corpus --tokenizer-model=tok.model");
-  std::vector<std::string> storage;
-  std::vector<char*> args = data::UnderscoreFlagNames(argc, argv, &storage);
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(args.size()) - 1, args.data());
-  if (positional.size() > 1) {
+  Flags flags;
+  varuna::FlagParser parser;
+  Register(parser, flags);
+  std::vector<std::string> positional;
+  if (absl::Status status =
+          parser.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
+      !status.ok()) {
+    std::fprintf(stderr, "preprocess_data: error: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::printf("%s\n\nFlags:\n%s", kUsage, parser.Help().c_str());
+    return 0;
+  }
+  if (!positional.empty()) {
     std::fprintf(stderr, "preprocess_data: unexpected argument '%s'; all inputs go in --input\n",
-                 positional[1]);
+                 positional[0].c_str());
     return 2;
   }
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
@@ -54,13 +86,13 @@ int main(int argc, char** argv) {
   }
 
   data::PreprocessOptions options;
-  options.input_files = absl::StrSplit(absl::GetFlag(FLAGS_input), ',', absl::SkipEmpty());
-  options.output_prefix = absl::GetFlag(FLAGS_output_prefix);
-  options.tokenizer_model = absl::GetFlag(FLAGS_tokenizer_model);
-  options.json_key = absl::GetFlag(FLAGS_json_keys);
-  options.append_eod = absl::GetFlag(FLAGS_append_eod);
-  options.workers = absl::GetFlag(FLAGS_workers);
-  options.log_interval = absl::GetFlag(FLAGS_log_interval);
+  options.input_files = absl::StrSplit(flags.input, ',', absl::SkipEmpty());
+  options.output_prefix = flags.output_prefix;
+  options.tokenizer_model = flags.tokenizer_model;
+  options.json_key = flags.json_keys;
+  options.append_eod = flags.append_eod;
+  options.workers = flags.workers;
+  options.log_interval = flags.log_interval;
   options.log = &std::cerr;
   absl::StatusOr<data::PreprocessStats> stats = data::Preprocess(options);
   if (!stats.ok()) {

@@ -5,49 +5,84 @@
 //       --model-prefix=/tmp/tok --vocab-size=8000
 //
 // writes /tmp/tok.model and /tmp/tok.vocab. Each line of each document is one training
-// sentence. Flags take dashes or underscores; relative paths are resolved against the
-// directory `bazel run` was started from.
+// sentence. Flags (varuna::FlagParser) take dashes or underscores, `--flag=value` or
+// `--flag value`; `--help` lists them with their defaults. Relative paths are resolved against
+// the directory `bazel run` was started from. Exit status: 0 on success and after --help, 1 when
+// training fails, 2 on a bad command line.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
-#include "data/dashed_flags.h"
 #include "data/document_reader.h"
 #include "data/tokenizer_status.h"
+#include "varuna/flags/flag_parser.h"
 
-ABSL_FLAG(std::string, input, "",
-          "Comma-separated training files: *.jsonl/*.json (text in the --json-keys field of "
-          "each line) or plain text.");
-ABSL_FLAG(std::string, model_prefix, "", "Writes <model-prefix>.model and <model-prefix>.vocab.");
-ABSL_FLAG(int, vocab_size, 8000, "Pieces in the model, including 4 special and 256 byte pieces.");
-ABSL_FLAG(std::string, model_type, "bpe", "bpe or unigram.");
-ABSL_FLAG(int, threads, 0, "Training threads; 0 means one per hardware thread.");
-ABSL_FLAG(std::string, json_keys, "text", "The JSON field that holds each document's text.");
-ABSL_FLAG(int64_t, input_sentence_size, 300000,
-          "Train on at most this many lines, sampled from the input (0: all).");
-ABSL_FLAG(bool, verbose, false, "Print SentencePiece's training log.");
+namespace {
+
+constexpr char kUsage[] =
+    "Trains a SentencePiece tokenizer.\nExample: train_tokenizer --input=corpus.jsonl "
+    "--model-prefix=tok --vocab-size=8000";
+
+// The command line, with its defaults.
+struct Flags {
+  std::string input;
+  std::string model_prefix;
+  int vocab_size = 8000;
+  std::string model_type = "bpe";
+  int threads = 0;
+  std::string json_keys = "text";
+  int64_t input_sentence_size = 300000;
+  bool verbose = false;
+};
+
+// Registers the flags on `parser`; parsing writes them into `flags`, which must outlive it.
+void Register(varuna::FlagParser& parser, Flags& flags) {
+  parser.Add("input", &flags.input,
+             "Comma-separated training files: *.jsonl/*.json (text in the --json-keys field of "
+             "each line) or plain text.");
+  parser.Add("model-prefix", &flags.model_prefix,
+             "Writes <model-prefix>.model and <model-prefix>.vocab.");
+  parser.Add("vocab-size", &flags.vocab_size,
+             "Pieces in the model, including 4 special and 256 byte pieces.");
+  parser.Add("model-type", &flags.model_type, "bpe or unigram.");
+  parser.Add("threads", &flags.threads, "Training threads; 0 means one per hardware thread.");
+  parser.Add("json-keys", &flags.json_keys, "The JSON field that holds each document's text.");
+  parser.Add("input-sentence-size", &flags.input_sentence_size,
+             "Train on at most this many lines, sampled from the input (0: all).");
+  parser.Add("verbose", &flags.verbose, "Print SentencePiece's training log.");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Trains a SentencePiece tokenizer.\nExample: train_tokenizer --input=corpus.jsonl "
-      "--model-prefix=tok --vocab-size=8000");
-  std::vector<std::string> storage;
-  std::vector<char*> args = data::UnderscoreFlagNames(argc, argv, &storage);
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(args.size()) - 1, args.data());
-  if (positional.size() > 1) {
+  Flags flags;
+  varuna::FlagParser parser;
+  Register(parser, flags);
+  std::vector<std::string> positional;
+  if (absl::Status status =
+          parser.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
+      !status.ok()) {
+    std::fprintf(stderr, "train_tokenizer: error: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::printf("%s\n\nFlags:\n%s", kUsage, parser.Help().c_str());
+    return 0;
+  }
+  if (!positional.empty()) {
     std::fprintf(stderr, "train_tokenizer: unexpected argument '%s'; all inputs go in --input\n",
-                 positional[1]);
+                 positional[0].c_str());
     return 2;
   }
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
@@ -55,15 +90,15 @@ int main(int argc, char** argv) {
   }
 
   data::TokenizerTrainOptions options;
-  options.input_files = absl::StrSplit(absl::GetFlag(FLAGS_input), ',', absl::SkipEmpty());
-  options.model_prefix = absl::GetFlag(FLAGS_model_prefix);
-  options.vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  options.model_type = absl::GetFlag(FLAGS_model_type);
-  options.num_threads = absl::GetFlag(FLAGS_threads) > 0
-                            ? absl::GetFlag(FLAGS_threads)
+  options.input_files = absl::StrSplit(flags.input, ',', absl::SkipEmpty());
+  options.model_prefix = flags.model_prefix;
+  options.vocab_size = flags.vocab_size;
+  options.model_type = flags.model_type;
+  options.num_threads = flags.threads > 0
+                            ? flags.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  options.input_sentence_size = absl::GetFlag(FLAGS_input_sentence_size);
-  options.verbose = absl::GetFlag(FLAGS_verbose);
+  options.input_sentence_size = flags.input_sentence_size;
+  options.verbose = flags.verbose;
   if (options.input_files.empty()) {
     std::fprintf(stderr, "train_tokenizer: error: no input files (--input is empty)\n");
     return 1;
@@ -74,7 +109,7 @@ int main(int argc, char** argv) {
   }
 
   const auto start = std::chrono::steady_clock::now();
-  data::DocumentSentences sentences(options.input_files, absl::GetFlag(FLAGS_json_keys));
+  data::DocumentSentences sentences(options.input_files, flags.json_keys);
   const absl::Status trained = data::TrainTokenizer(options, &sentences);
   if (!trained.ok()) {
     std::fprintf(stderr, "train_tokenizer: error: %s\n", std::string(trained.message()).c_str());

@@ -13,6 +13,7 @@
 // from --seed; inputs and labels shifted by one, all positions counted in the loss), cycled,
 // so the model can memorise them and the loss visibly falls. Then one human-readable line and
 // one JSON line starting {"impl":"varuna-cpp" (the fields are listed at PrintResult).
+// `--help` lists every flag with its default; a bad flag or value exits 2 naming the flag.
 //
 // FLOPs: Megatron's formula (models/gpt2/flops.h); MFU = TFLOP/s / the device's peak
 // (--peak-tflops, else trainer/throughput.h's table; null for an unknown device or the CPU).
@@ -36,11 +37,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -51,6 +53,7 @@
 #include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
 #include "trainer/throughput.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
 #include "varuna/kernels/causal_attention.h"
 #include "varuna/pipeline/schedule.h"
@@ -61,46 +64,58 @@ namespace {
 
 using varuna::json::Value;
 
-// Every flag with its default ("" = decided at run time, see kUsage).
-const std::map<std::string, std::string>& DefaultFlags() {
-  static const auto* flags = new std::map<std::string, std::string>{{"preset", "gpt2-355m"},
-                                                                    {"device", ""},
-                                                                    {"dtype", ""},
-                                                                    {"batch-size", "8"},
-                                                                    {"chunk-size", "0"},
-                                                                    {"seq-length", "0"},
-                                                                    {"steps", "50"},
-                                                                    {"warmup-steps", "5"},
-                                                                    {"distinct-batches", "4"},
-                                                                    {"vocab-size", "50257"},
-                                                                    {"lr", "1.5e-4"},
-                                                                    {"weight-decay", "0.01"},
-                                                                    {"clip-grad", "1.0"},
-                                                                    {"dropout", "-1"},
-                                                                    {"seed", "1234"},
-                                                                    {"attention-backend", "auto"},
-                                                                    {"profile-ops", "false"},
-                                                                    {"profile-steps", "3"},
-                                                                    {"peak-tflops", "0"}};
-  return *flags;
-}
-
 constexpr char kUsage[] =
-    "flags (--name=value):\n"
-    "  --preset=gpt2-355m        gpt2-tiny, gpt2-355m, gpt2-1.5b, gpt2-2.5b, gpt2-8.3b\n"
-    "  --device=                 cuda or cpu (default: cuda when a GPU is visible)\n"
-    "  --dtype=                  fp16, bf16 or fp32 (default: fp16 on cuda, fp32 on cpu)\n"
-    "  --batch-size=8            sequences per step\n"
-    "  --chunk-size=0            sequences per micro-batch (0: the batch size)\n"
-    "  --seq-length=0            tokens per sequence (0: the preset's)\n"
-    "  --steps=50                timed steps, after --warmup-steps untimed ones (default 5)\n"
-    "  --distinct-batches=4      fixed random batches, cycled\n"
-    "  --vocab-size=50257        GPT-2's; padded to a multiple of 128 in the model\n"
-    "  --lr=1.5e-4 --weight-decay=0.01 --clip-grad=1.0 --seed=1234\n"
-    "  --dropout=-1              hidden and attention dropout (-1: the preset's, 0.1)\n"
-    "  --attention-backend=auto  fused-softmax, sdpa or auto (measured on a GPU)\n"
-    "  --profile-ops             afterwards, profile --profile-steps=3 steps op by op\n"
-    "  --peak-tflops=0           device peak for MFU (0: the built-in table)\n";
+    "GPT-2 training throughput of the Varuna engine in one process.\n"
+    "Example: gpt2_throughput_benchmark --preset=gpt2-tiny --device=cpu --dtype=fp32 --steps=5 "
+    "--profile-ops\n";
+
+// The command line, with its defaults ("" = decided at run time).
+struct Flags {
+  std::string preset = "gpt2-355m";
+  std::string device;
+  std::string dtype;
+  int batch_size = 8;
+  int chunk_size = 0;
+  int seq_length = 0;
+  int steps = 50;
+  int warmup_steps = 5;
+  int distinct_batches = 4;
+  int vocab_size = 50257;
+  double lr = 1.5e-4;
+  double weight_decay = 0.01;
+  double clip_grad = 1.0;
+  double dropout = -1;
+  int64_t seed = 1234;
+  std::string attention_backend = "auto";
+  bool profile_ops = false;
+  int profile_steps = 3;
+  double peak_tflops = 0;
+};
+
+// Registers the flags on `parser`; parsing writes them into `f`, which must outlive it.
+void Register(varuna::FlagParser& parser, Flags& f) {
+  parser.Add("preset", &f.preset, "gpt2-tiny, gpt2-355m, gpt2-1.5b, gpt2-2.5b, gpt2-8.3b");
+  parser.Add("device", &f.device, "cuda or cpu (empty: cuda when a GPU is visible)");
+  parser.Add("dtype", &f.dtype, "fp16, bf16 or fp32 (empty: fp16 on cuda, fp32 on cpu)");
+  parser.Add("batch-size", &f.batch_size, "sequences per step", "8");
+  parser.Add("chunk-size", &f.chunk_size, "sequences per micro-batch (0: the batch size)", "0");
+  parser.Add("seq-length", &f.seq_length, "tokens per sequence (0: the preset's)", "0");
+  parser.Add("steps", &f.steps, "timed steps, after --warmup-steps untimed ones", "50");
+  parser.Add("warmup-steps", &f.warmup_steps, "untimed steps before the timed ones", "5");
+  parser.Add("distinct-batches", &f.distinct_batches, "fixed random batches, cycled", "4");
+  parser.Add("vocab-size", &f.vocab_size, "GPT-2's; padded to a multiple of 128 in the model",
+             "50257");
+  parser.Add("lr", &f.lr, "Adam's learning rate", "1.5e-4");
+  parser.Add("weight-decay", &f.weight_decay, "Adam's weight decay", "0.01");
+  parser.Add("clip-grad", &f.clip_grad, "gradient-norm clipping", "1.0");
+  parser.Add("dropout", &f.dropout, "hidden and attention dropout (-1: the preset's, 0.1)", "-1");
+  parser.Add("seed", &f.seed, "seed of the parameters and the batches", "1234");
+  parser.Add("attention-backend", &f.attention_backend,
+             "fused-softmax, sdpa or auto (measured on a GPU)");
+  parser.Add("profile-ops", &f.profile_ops, "afterwards, profile --profile-steps steps op by op");
+  parser.Add("profile-steps", &f.profile_steps, "steps --profile-ops profiles", "3");
+  parser.Add("peak-tflops", &f.peak_tflops, "device peak for MFU (0: the built-in table)", "0");
+}
 
 struct Options {
   std::string preset;
@@ -128,58 +143,59 @@ absl::Status Invalid(const std::string& flag, const std::string& value, const st
   return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, " ", why));
 }
 
-absl::StatusOr<int64_t> IntFlag(const std::map<std::string, std::string>& f,
-                                const std::string& name, int64_t min) {
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(f.at(name), &value) || value < min) {
-    return Invalid(name, f.at(name),
-                   absl::StrCat("is not an integer >= ", min, ": pass e.g. --", name, "=",
-                                DefaultFlags().at(name)));
-  }
-  return value;
+// InvalidArgument unless `value` >= `min`; the message suggests the flag's default.
+template <typename T>
+absl::Status CheckAtLeast(const std::string& name, T value, T min, T default_value) {
+  if (value >= min) return absl::OkStatus();
+  return Invalid(name, absl::StrCat(value),
+                 absl::StrCat("is not ", std::is_integral_v<T> ? "an integer" : "a number",
+                              " >= ", min, ": pass e.g. --", name, "=", default_value));
 }
 
-absl::StatusOr<double> DoubleFlag(const std::map<std::string, std::string>& f,
-                                  const std::string& name, double min) {
-  double value = 0;
-  if (!absl::SimpleAtod(f.at(name), &value) || !(value >= min)) {
-    return Invalid(name, f.at(name),
-                   absl::StrCat("is not a number >= ", min, ": pass e.g. --", name, "=",
-                                DefaultFlags().at(name)));
+// Checks the parsed flags' ranges and combinations and resolves the run-time defaults;
+// InvalidArgument naming the flag (FailedPrecondition for --device=cuda without a GPU).
+absl::StatusOr<Options> MakeOptions(const Flags& f) {
+  const Flags d;  // the defaults, which the messages suggest
+  for (const auto& [name, value, min, default_value] :
+       std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>>{
+           {"batch-size", f.batch_size, 1, d.batch_size},
+           {"steps", f.steps, 1, d.steps},
+           {"distinct-batches", f.distinct_batches, 1, d.distinct_batches},
+           {"vocab-size", f.vocab_size, 1, d.vocab_size},
+           {"chunk-size", f.chunk_size, 0, d.chunk_size},
+           {"seq-length", f.seq_length, 0, d.seq_length},
+           {"warmup-steps", f.warmup_steps, 0, d.warmup_steps},
+           {"seed", f.seed, 0, d.seed},
+           {"profile-steps", f.profile_steps, 0, d.profile_steps}}) {
+    if (absl::Status s = CheckAtLeast(name, value, min, default_value); !s.ok()) return s;
   }
-  return value;
-}
+  for (const auto& [name, value, min, default_value] :
+       std::vector<std::tuple<std::string, double, double, double>>{
+           {"lr", f.lr, 0, d.lr},
+           {"weight-decay", f.weight_decay, 0, d.weight_decay},
+           {"clip-grad", f.clip_grad, 0, d.clip_grad},
+           {"peak-tflops", f.peak_tflops, 0, d.peak_tflops},
+           {"dropout", f.dropout, -1, d.dropout}}) {
+    if (absl::Status s = CheckAtLeast(name, value, min, default_value); !s.ok()) return s;
+  }
 
-// Parses the arguments over DefaultFlags() and checks them; InvalidArgument naming the flag.
-absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
-  std::map<std::string, std::string> f = DefaultFlags();
-  for (const std::string& arg : args) {
-    const size_t eq = arg.find('=');
-    std::string name = arg.rfind("--", 0) == 0 ? arg.substr(2, eq - 2) : "";
-    if (f.count(name) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown argument \"", arg, "\": the benchmark takes\n", kUsage));
-    }
-    f[name] = eq == std::string::npos ? "true" : arg.substr(eq + 1);
-  }
   Options o;
-  o.preset = f["preset"];
+  o.preset = f.preset;
   absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(o.preset);
   if (!config.ok()) return config.status();
   o.model = *config;
 
-  const std::string& device = f["device"];
-  if (device != "" && device != "cuda" && device != "cpu") {
-    return Invalid("device", device, "is not a device: use cuda or cpu");
+  if (f.device != "" && f.device != "cuda" && f.device != "cpu") {
+    return Invalid("device", f.device, "is not a device: use cuda or cpu");
   }
-  const bool cuda = device.empty() ? at::hasCUDA() : device == "cuda";
+  const bool cuda = f.device.empty() ? at::hasCUDA() : f.device == "cuda";
   if (cuda && !at::hasCUDA()) {
     return absl::FailedPreconditionError(
         "--device=cuda: no CUDA device is visible to this program (or it was built without "
         "--config=cuda): use --device=cpu, or build with --config=cuda and run on a GPU host");
   }
   o.device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  o.dtype_name = f["dtype"].empty() ? (cuda ? "fp16" : "fp32") : f["dtype"];
+  o.dtype_name = f.dtype.empty() ? (cuda ? "fp16" : "fp32") : f.dtype;
   const std::map<std::string, at::ScalarType> dtypes = {
       {"fp16", at::kHalf}, {"bf16", at::kBFloat16}, {"fp32", at::kFloat}};
   if (dtypes.count(o.dtype_name) == 0) {
@@ -187,54 +203,32 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   }
   o.dtype = dtypes.at(o.dtype_name);
 
-  std::map<std::string, int64_t> n;
-  for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
-    absl::StatusOr<int64_t> value = IntFlag(f, name, 1);
-    if (!value.ok()) return value.status();
-    n[name] = *value;
-  }
-  for (const char* name : {"chunk-size", "seq-length", "warmup-steps", "seed", "profile-steps"}) {
-    absl::StatusOr<int64_t> value = IntFlag(f, name, 0);
-    if (!value.ok()) return value.status();
-    n[name] = *value;
-  }
-  std::map<std::string, double> d;
-  for (const char* name : {"lr", "weight-decay", "clip-grad", "peak-tflops"}) {
-    absl::StatusOr<double> value = DoubleFlag(f, name, 0);
-    if (!value.ok()) return value.status();
-    d[name] = *value;
-  }
-  absl::StatusOr<double> dropout = DoubleFlag(f, "dropout", -1);
-  if (!dropout.ok()) return dropout.status();
-  if (f["profile-ops"] != "true" && f["profile-ops"] != "false") {
-    return Invalid("profile-ops", f["profile-ops"], "is not a boolean: use --profile-ops alone");
-  }
-  o.batch_size = static_cast<int>(n["batch-size"]);
-  o.chunk_size = static_cast<int>(n["chunk-size"]);
+  o.batch_size = f.batch_size;
+  o.chunk_size = f.chunk_size;
   if (o.chunk_size > o.batch_size) {
-    return Invalid("chunk-size", f["chunk-size"],
+    return Invalid("chunk-size", absl::StrCat(f.chunk_size),
                    absl::StrCat("exceeds --batch-size=", o.batch_size,
                                 ": a micro-batch holds at most the whole batch"));
   }
-  o.steps = static_cast<int>(n["steps"]);
-  o.warmup_steps = static_cast<int>(n["warmup-steps"]);
-  o.distinct_batches = static_cast<int>(n["distinct-batches"]);
-  o.seed = n["seed"];
-  o.profile_steps = static_cast<int>(n["profile-steps"]);
-  o.lr = d["lr"];
-  o.weight_decay = d["weight-decay"];
-  o.clip_grad = d["clip-grad"];
-  o.peak_tflops = d["peak-tflops"];
-  o.attention_backend = f["attention-backend"];
-  o.profile_ops = f["profile-ops"] == "true";
-  o.model.vocab_size = static_cast<int>(n["vocab-size"]);
-  if (n["seq-length"] > 0) {
-    o.model.seq_length = static_cast<int>(n["seq-length"]);
+  o.steps = f.steps;
+  o.warmup_steps = f.warmup_steps;
+  o.distinct_batches = f.distinct_batches;
+  o.seed = f.seed;
+  o.profile_steps = f.profile_steps;
+  o.lr = f.lr;
+  o.weight_decay = f.weight_decay;
+  o.clip_grad = f.clip_grad;
+  o.peak_tflops = f.peak_tflops;
+  o.attention_backend = f.attention_backend;
+  o.profile_ops = f.profile_ops;
+  o.model.vocab_size = f.vocab_size;
+  if (f.seq_length > 0) {
+    o.model.seq_length = f.seq_length;
     o.model.max_position_embeddings = std::max(o.model.max_position_embeddings, o.model.seq_length);
   }
-  if (*dropout >= 0) {
-    o.model.hidden_dropout = *dropout;
-    o.model.attention_dropout = *dropout;
+  if (f.dropout >= 0) {
+    o.model.hidden_dropout = f.dropout;
+    o.model.attention_dropout = f.dropout;
   }
   if (absl::Status status = o.model.Validate(); !status.ok()) return status;
   return o;
@@ -492,14 +486,16 @@ absl::Status Main(const Options& o) {
 }  // namespace benchmarks
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      absl::PrintF("%s", benchmarks::kUsage);
-      return 0;
-    }
+  benchmarks::Flags flags;
+  varuna::FlagParser parser;
+  benchmarks::Register(parser, flags);
+  absl::Status parsed = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (parsed.ok() && parser.help_requested()) {
+    absl::PrintF("%s\nFlags:\n%s", benchmarks::kUsage, parser.Help());
+    return 0;
   }
-  absl::StatusOr<benchmarks::Options> options = benchmarks::ParseOptions(args);
+  absl::StatusOr<benchmarks::Options> options =
+      parsed.ok() ? benchmarks::MakeOptions(flags) : absl::StatusOr<benchmarks::Options>(parsed);
   if (!options.ok()) {
     std::fprintf(stderr, "gpt2_throughput_benchmark: %s\n",
                  std::string(options.status().message()).c_str());

@@ -4,6 +4,8 @@
 //   bazel run -c opt //tests/benchmarks:simulator_accuracy -- [--steps=12] [--skip=4]
 //       [--global-batch=16] [--per-layout=2] [--keep]
 //
+// `--help` lists the flags with their defaults; a bad flag or value exits 2.
+//
 // 1. Profiles the model with a launched 2-process `pretrain_gpt2 --profiling` (the ranks share
 //    the segments and measure sends and the 2-rank all-reduce) into a fresh temporary folder.
 // 2. Reads the profile and searches it (planning/auto_config.h) for 1 GPU and for 2 GPUs on one
@@ -34,15 +36,17 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tests/util/subprocess.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
 #include "varuna/planning/auto_config.h"
 #include "varuna/planning/profile.h"
@@ -75,33 +79,39 @@ const std::vector<std::string>& ModelFlags() {
 constexpr char kProfileMicroBatches[] = "1,2,4,8";
 constexpr int64_t kGenerousMemoryBytes = int64_t{64} << 30;
 
-bool ParseOptions(int argc, char** argv, Options& options) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    int* target = nullptr;
-    if (name == "--steps") target = &options.steps;
-    if (name == "--skip") target = &options.skip;
-    if (name == "--global-batch") target = &options.global_batch;
-    if (name == "--per-layout") target = &options.per_layout;
-    if (name == "--keep" && value.empty()) {
-      options.keep = true;
-      continue;
-    }
-    if (target == nullptr || !absl::SimpleAtoi(value, target) || *target < 0) {
-      std::cerr << "simulator_accuracy: bad argument " << arg
-                << ": use --steps=N --skip=N --global-batch=N --per-layout=N --keep\n";
-      return false;
-    }
+// Parses the command line into `options`. Returns the exit status when the program should
+// stop here: 0 after --help (the flags printed to stdout), 2 after a bad flag or value (the
+// message on stderr); nullopt to go on.
+std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
+  varuna::FlagParser parser;
+  parser.Add("steps", &options.steps, "training steps per configuration", "12");
+  parser.Add("skip", &options.skip, "first steps left out of the mean (warm-up, allocator growth)",
+             "4");
+  parser.Add("global-batch", &options.global_batch, "sequences per step, all replicas together",
+             "16");
+  parser.Add("per-layout", &options.per_layout, "candidates per (P, D) layout", "2");
+  parser.Add("keep", &options.keep, "keep the temporary folder (logs, profile, metrics)");
+  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
+      !status.ok()) {
+    std::cerr << "simulator_accuracy: " << status.message() << "\n";
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::cout << "Simulator accuracy on the CPU: predicted against measured mini-batch time.\n"
+                 "Example: simulator_accuracy --steps=12 --skip=4\n\nFlags:\n"
+              << parser.Help();
+    return 0;
+  }
+  if (options.skip < 0) {
+    std::cerr << "simulator_accuracy: --skip=" << options.skip << " is negative\n";
+    return 2;
   }
   if (options.skip >= options.steps || options.global_batch < 2 || options.per_layout < 1) {
     std::cerr << "simulator_accuracy: need --skip < --steps, --global-batch >= 2 and "
                  "--per-layout >= 1\n";
-    return false;
+    return 2;
   }
-  return true;
+  return std::nullopt;
 }
 
 // The runfiles folder of this binary (bazel run sets RUNFILES_DIR; else <binary>.runfiles).
@@ -226,7 +236,9 @@ int64_t LargestStageParameters(const varuna::Profile& profile, const varuna::Can
 
 int main(int argc, char** argv) {
   Options options;
-  if (!ParseOptions(argc, argv, options)) return 2;
+  if (const std::optional<int> exit_status = ParseOptions(argc, argv, options)) {
+    return *exit_status;
+  }
   const auto start = std::chrono::steady_clock::now();
 
   char pattern[] = "/tmp/simulator_accuracy_XXXXXX";

@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "data/dashed_flags.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/tiny_corpus.h"
@@ -96,20 +95,6 @@ TEST(DocumentSentencesTest, YieldsNonEmptyLinesOfEveryDocumentOfEveryFile) {
   while (broken.Next(&sentence)) ++count;
   EXPECT_EQ(count, 3);
   EXPECT_THAT(broken.error(), HasSubstr("sent_bad.jsonl line 1: field \"text\" is a int"));
-}
-
-TEST(DashedFlagsTest, RewritesDashesInFlagNamesOnly) {
-  const char* argv[] = {
-      "prog", "--output-prefix=a-b", "--json-keys", "x-y", "-log-interval=5", "--", "--keep-me"};
-  std::vector<std::string> storage;
-  std::vector<char*> out = UnderscoreFlagNames(7, const_cast<char**>(argv), &storage);
-  ASSERT_EQ(out.size(), 8u);
-  EXPECT_STREQ(out[1], "--output_prefix=a-b");
-  EXPECT_STREQ(out[2], "--json_keys");
-  EXPECT_STREQ(out[3], "x-y");
-  EXPECT_STREQ(out[4], "-log_interval=5");
-  EXPECT_STREQ(out[6], "--keep-me");
-  EXPECT_EQ(out[7], nullptr);
 }
 
 }  // namespace

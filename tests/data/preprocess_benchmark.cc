@@ -10,7 +10,8 @@
 // one document per line (newlines inside a document replaced by spaces, since it encodes
 // line by line) and appends the EOD (--extra_options=eos), so both sides produce one EOD per
 // document. Each timing is the best of --repeats runs and includes reading the input and
-// writing the output (a .bin/.idx dataset for Preprocess, text ids for spm_encode).
+// writing the output (a .bin/.idx dataset for Preprocess, text ids for spm_encode). `--help`
+// lists the flags with their defaults; a bad flag exits 2.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,24 +20,36 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/strings/str_split.h"
-#include "data/dashed_flags.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "data/document_reader.h"
 #include "data/preprocess.h"
 #include "data/tokenizer_status.h"
-
-ABSL_FLAG(std::string, input, "", "Corpus (.jsonl or text); default: the bundled fortunes.jsonl.");
-ABSL_FLAG(std::string, tokenizer_model, "", "SentencePiece model; default: train one.");
-ABSL_FLAG(int, workers, 0, "Workers of the parallel run; 0: one per hardware thread.");
-ABSL_FLAG(int, repeats, 3, "Runs per configuration; the best time counts.");
+#include "varuna/flags/flag_parser.h"
 
 namespace {
+
+// The command line, with its defaults.
+struct Flags {
+  std::string input;
+  std::string tokenizer_model;
+  int workers = 0;
+  int repeats = 3;
+};
+
+// Registers the flags on `parser`; parsing writes them into `flags`, which must outlive it.
+void Register(varuna::FlagParser& parser, Flags& flags) {
+  parser.Add("input", &flags.input,
+             "Corpus (.jsonl or text); default: the bundled fortunes.jsonl.");
+  parser.Add("tokenizer-model", &flags.tokenizer_model, "SentencePiece model; default: train one.");
+  parser.Add("workers", &flags.workers, "Workers of the parallel run; 0: one per hardware thread.");
+  parser.Add("repeats", &flags.repeats, "Runs per configuration; the best time counts.");
+}
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -50,22 +63,35 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = data::UnderscoreFlagNames(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()) - 1, args.data());
+  Flags flags;
+  varuna::FlagParser parser;
+  Register(parser, flags);
+  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
+      !status.ok()) {
+    std::fprintf(stderr, "preprocess_benchmark: error: %s\n",
+                 std::string(status.message()).c_str());
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::printf(
+        "Tokenizing throughput of Preprocess against spm_encode.\nExample: preprocess_benchmark "
+        "--repeats=5\n\nFlags:\n%s",
+        parser.Help().c_str());
+    return 0;
+  }
   // The bundled corpus is a runfile; user paths are relative to where `bazel run` started.
-  std::string input = absl::GetFlag(FLAGS_input);
-  std::string model = absl::GetFlag(FLAGS_tokenizer_model);
+  std::string input = flags.input;
+  std::string model = flags.tokenizer_model;
   char cwd[4096];
   const std::string runfiles = ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   if (input.empty()) input = runfiles + "/data/corpus/fortunes.jsonl";
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
     if (::chdir(dir) != 0) return Fail(std::string("cannot chdir to ") + dir);
   }
-  const int workers = absl::GetFlag(FLAGS_workers) > 0
-                          ? absl::GetFlag(FLAGS_workers)
+  const int workers = flags.workers > 0
+                          ? flags.workers
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+  const int repeats = std::max(1, flags.repeats);
 
   char dir_template[] = "/tmp/preprocess_benchmark.XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) return Fail("cannot create a temporary directory");

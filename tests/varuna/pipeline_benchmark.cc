@@ -26,11 +26,13 @@
 // timing runs keep the default allocator.
 //
 // On a machine with C cores, compare P=1 against P <= C: every process has one thread.
+// `--help` lists the flags with their defaults; a bad flag or value exits 2.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -41,12 +43,12 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/flops.h"
@@ -54,6 +56,7 @@
 #include "tests/util/subprocess.h"
 #include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/pipeline/schedule.h"
 #include "varuna/varuna.h"
 
@@ -62,18 +65,60 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The benchmark's flags and their defaults; every flag is --name=value.
-std::map<std::string, std::string> DefaultFlags() {
-  std::map<std::string, std::string> flags;
-  for (absl::string_view flag : absl::StrSplit(
-           "num_layers=8 hidden_size=256 num_attention_heads=4 seq_length=128 vocab_size=4096 "
-           "dropout=0.1 chunk_size=2 micro_batches=8 warmup=2 steps=8 stages=2 "
-           "schedules=varuna,gpipe,1f1b mmap_threshold=65536",
-           ' ')) {
-    const std::pair<std::string, std::string> name_value = absl::StrSplit(flag, '=');
-    flags.insert(name_value);
-  }
-  return flags;
+// The benchmark's command line, with its defaults.
+struct BenchFlags {
+  int num_layers = 8;
+  int hidden_size = 256;
+  int num_attention_heads = 4;
+  int seq_length = 128;
+  int vocab_size = 4096;
+  double dropout = 0.1;
+  int chunk_size = 2;
+  int micro_batches = 8;
+  int warmup = 2;
+  int steps = 8;
+  int stages = 2;
+  std::string schedules = "varuna,gpipe,1f1b";
+  int64_t mmap_threshold = 65536;
+};
+
+// Registers the flags on `parser`; parsing writes them into `f`, which must outlive it.
+void Register(FlagParser& parser, BenchFlags& f) {
+  parser.Add("num_layers", &f.num_layers, "GPT-2 layers", "8");
+  parser.Add("hidden_size", &f.hidden_size, "hidden size", "256");
+  parser.Add("num_attention_heads", &f.num_attention_heads, "attention heads", "4");
+  parser.Add("seq_length", &f.seq_length, "tokens per sequence", "128");
+  parser.Add("vocab_size", &f.vocab_size, "vocabulary (not padded)", "4096");
+  parser.Add("dropout", &f.dropout, "hidden and attention dropout, in [0, 1)", "0.1");
+  parser.Add("chunk_size", &f.chunk_size, "sequences per micro-batch", "2");
+  parser.Add("micro_batches", &f.micro_batches, "micro-batches per global batch", "8");
+  parser.Add("warmup", &f.warmup, "untimed steps before the timed ones", "2");
+  parser.Add("steps", &f.steps, "timed steps", "8");
+  parser.Add("stages", &f.stages, "pipeline stages (processes) of the P>1 runs", "2");
+  parser.Add("schedules", &f.schedules, "comma-separated: varuna, gpipe, 1f1b");
+  parser.Add("mmap_threshold", &f.mmap_threshold,
+             "glibc's mmap threshold in the memory runs, bytes (0: glibc's adaptive default)",
+             "65536");
+}
+
+// The flags as --name=value arguments, for the workers (which parse them with Register).
+std::vector<std::string> FlagArgs(const BenchFlags& f) {
+  char dropout[32];
+  const std::to_chars_result written =
+      std::to_chars(dropout, dropout + sizeof(dropout), f.dropout);  // shortest exact form
+  return {absl::StrCat("--num_layers=", f.num_layers),
+          absl::StrCat("--hidden_size=", f.hidden_size),
+          absl::StrCat("--num_attention_heads=", f.num_attention_heads),
+          absl::StrCat("--seq_length=", f.seq_length),
+          absl::StrCat("--vocab_size=", f.vocab_size),
+          absl::StrCat("--dropout=", std::string(dropout, written.ptr)),
+          absl::StrCat("--chunk_size=", f.chunk_size),
+          absl::StrCat("--micro_batches=", f.micro_batches),
+          absl::StrCat("--warmup=", f.warmup),
+          absl::StrCat("--steps=", f.steps),
+          absl::StrCat("--stages=", f.stages),
+          absl::StrCat("--schedules=", f.schedules),
+          absl::StrCat("--mmap_threshold=", f.mmap_threshold)};
 }
 
 struct BenchConfig {
@@ -85,82 +130,62 @@ struct BenchConfig {
   int stages = 0;
   std::vector<ScheduleKind> schedules;
   int64_t mmap_threshold = 0;
-  std::map<std::string, std::string> flags;  // the values it was parsed from
+  BenchFlags flags;  // what it was made from
   int global_batch() const { return chunk_size * micro_batches; }
 };
 
-absl::StatusOr<int64_t> ParseInt(const std::map<std::string, std::string>& flags,
-                                 const std::string& name, int64_t min) {
-  const std::string& text = flags.at(name);
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < min) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, "=", text,
-                                                   " is not an integer >= ", min, ": pass e.g. --",
-                                                   name, "=", DefaultFlags().at(name)));
-  }
-  return value;
-}
-
-// Parses --name=value arguments (anything else is rejected) over DefaultFlags().
-absl::StatusOr<BenchConfig> ParseFlags(const std::vector<std::string>& args) {
-  BenchConfig config;
-  config.flags = DefaultFlags();
-  for (const std::string& arg : args) {
-    const size_t eq = arg.find('=');
-    const std::string name =
-        arg.rfind("--", 0) == 0 && eq != std::string::npos ? arg.substr(2, eq - 2) : std::string();
-    if (config.flags.count(name) == 0) {
-      std::vector<std::string> names;
-      for (const auto& [key, value] : DefaultFlags()) names.push_back("--" + key + "=" + value);
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument \"", arg,
-                                                     "\": the benchmark takes (defaults shown) ",
-                                                     absl::StrJoin(names, " ")));
+// Checks the flags' ranges and combinations and builds the configuration; InvalidArgument
+// naming the flag.
+absl::StatusOr<BenchConfig> MakeConfig(const BenchFlags& f) {
+  const BenchFlags d;  // the defaults, which the messages suggest
+  for (const auto& [name, value, min, default_value] :
+       std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>>{
+           {"num_layers", f.num_layers, 1, d.num_layers},
+           {"hidden_size", f.hidden_size, 1, d.hidden_size},
+           {"num_attention_heads", f.num_attention_heads, 1, d.num_attention_heads},
+           {"seq_length", f.seq_length, 1, d.seq_length},
+           {"vocab_size", f.vocab_size, 1, d.vocab_size},
+           {"chunk_size", f.chunk_size, 1, d.chunk_size},
+           {"micro_batches", f.micro_batches, 1, d.micro_batches},
+           {"steps", f.steps, 1, d.steps},
+           {"stages", f.stages, 1, d.stages},
+           {"warmup", f.warmup, 0, d.warmup},
+           {"mmap_threshold", f.mmap_threshold, 0, d.mmap_threshold}}) {
+    if (value < min) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value,
+                                                     " is not an integer >= ", min,
+                                                     ": pass e.g. --", name, "=", default_value));
     }
-    config.flags[name] = arg.substr(eq + 1);
   }
-  const auto& f = config.flags;
-  std::map<std::string, int64_t> n;
-  for (const char* name : {"num_layers", "hidden_size", "num_attention_heads", "seq_length",
-                           "vocab_size", "chunk_size", "micro_batches", "steps", "stages"}) {
-    absl::StatusOr<int64_t> value = ParseInt(f, name, 1);
-    if (!value.ok()) return value.status();
-    n[name] = *value;
-  }
-  for (const char* name : {"warmup", "mmap_threshold"}) {
-    absl::StatusOr<int64_t> value = ParseInt(f, name, 0);
-    if (!value.ok()) return value.status();
-    n[name] = *value;
-  }
-  char* end = nullptr;
-  const double dropout = std::strtod(f.at("dropout").c_str(), &end);
-  if (f.at("dropout").empty() || *end != '\0' || !(dropout >= 0 && dropout < 1)) {
+  if (!(f.dropout >= 0 && f.dropout < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--dropout=", f.at("dropout"), " is not a probability in [0, 1): pass e.g. --dropout=0.1"));
+        "--dropout=", f.dropout, " is not a probability in [0, 1): pass e.g. --dropout=0.1"));
   }
+  BenchConfig config;
+  config.flags = f;
   gpt2::Gpt2Config& model = config.model;
-  model.num_layers = static_cast<int>(n["num_layers"]);
-  model.hidden_size = static_cast<int>(n["hidden_size"]);
-  model.num_attention_heads = static_cast<int>(n["num_attention_heads"]);
-  model.seq_length = static_cast<int>(n["seq_length"]);
+  model.num_layers = f.num_layers;
+  model.hidden_size = f.hidden_size;
+  model.num_attention_heads = f.num_attention_heads;
+  model.seq_length = f.seq_length;
   model.max_position_embeddings = model.seq_length;
-  model.vocab_size = static_cast<int>(n["vocab_size"]);
+  model.vocab_size = f.vocab_size;
   model.make_vocab_size_divisible_by = 1;
-  model.hidden_dropout = dropout;
-  model.attention_dropout = dropout;
+  model.hidden_dropout = f.dropout;
+  model.attention_dropout = f.dropout;
   if (absl::Status status = model.Validate(); !status.ok()) return status;
-  config.chunk_size = static_cast<int>(n["chunk_size"]);
-  config.micro_batches = static_cast<int>(n["micro_batches"]);
-  config.warmup = static_cast<int>(n["warmup"]);
-  config.steps = static_cast<int>(n["steps"]);
-  config.stages = static_cast<int>(n["stages"]);
-  config.mmap_threshold = n["mmap_threshold"];
+  config.chunk_size = f.chunk_size;
+  config.micro_batches = f.micro_batches;
+  config.warmup = f.warmup;
+  config.steps = f.steps;
+  config.stages = f.stages;
+  config.mmap_threshold = f.mmap_threshold;
   if (config.stages > model.num_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("--stages=", config.stages, " exceeds --num_layers=", model.num_layers,
                      ": every stage needs at least one layer; lower --stages"));
   }
-  const std::vector<std::string> schedules = absl::StrSplit(f.at("schedules"), ',');
+  const std::vector<std::string> schedules = absl::StrSplit(f.schedules, ',');
   for (const std::string& name : schedules) {
     absl::StatusOr<ScheduleKind> kind = ParseScheduleKind(name);
     if (!kind.ok()) {
@@ -203,11 +228,18 @@ TensorMap GlobalBatch(const BenchConfig& config, int step) {
 // Worker: builds its stage, runs warm-up and timed steps, writes result_<rank>.txt to --out.
 int RunWorker(const std::map<std::string, std::string>& args) {
   at::set_num_threads(1);
-  std::vector<std::string> flags;
-  for (const auto& [key, value] : args) {
-    if (DefaultFlags().count(key)) flags.push_back("--" + key + "=" + value);
+  BenchFlags flags;
+  FlagParser parser;
+  Register(parser, flags);
+  std::vector<std::string> flag_args;
+  for (const std::string& name : parser.Names()) {
+    if (auto it = args.find(name); it != args.end()) {
+      flag_args.push_back("--" + name + "=" + it->second);
+    }
   }
-  absl::StatusOr<BenchConfig> parsed = ParseFlags(flags);
+  absl::Status status = parser.Parse(flag_args);
+  absl::StatusOr<BenchConfig> parsed =
+      status.ok() ? MakeConfig(flags) : absl::StatusOr<BenchConfig>(status);
   if (!parsed.ok()) {
     std::fprintf(stderr, "worker flags: %s\n", std::string(parsed.status().message()).c_str());
     return 2;
@@ -348,7 +380,7 @@ absl::StatusOr<RunResult> RunLayout(const BenchConfig& config, ScheduleKind sche
                                      "--port=" + std::to_string(port),
                                      "--out=" + out,
                                      std::string("--schedule=") + ScheduleKindName(schedule)};
-    for (const auto& [key, value] : config.flags) argv.push_back("--" + key + "=" + value);
+    for (const std::string& arg : FlagArgs(config.flags)) argv.push_back(arg);
     if (memory) {  // Later arguments win (WorkerArgs).
       argv.push_back("--warmup=1");
       argv.push_back("--steps=1");
@@ -535,8 +567,19 @@ int RunBenchmark(const BenchConfig& config) {
 
 int main(int argc, char** argv) {
   if (auto args = varuna::testing::WorkerArgs(argc, argv)) return varuna::RunWorker(*args);
+  varuna::BenchFlags flags;
+  varuna::FlagParser parser;
+  varuna::Register(parser, flags);
+  const absl::Status parsed = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (parsed.ok() && parser.help_requested()) {
+    std::printf(
+        "Step time and activation memory of the pipeline schedules on the CPU.\n"
+        "Example: pipeline_benchmark --steps=8 --schedules=varuna,gpipe\n\nFlags:\n%s",
+        parser.Help().c_str());
+    return 0;
+  }
   absl::StatusOr<varuna::BenchConfig> config =
-      varuna::ParseFlags(std::vector<std::string>(argv + 1, argv + argc));
+      parsed.ok() ? varuna::MakeConfig(flags) : absl::StatusOr<varuna::BenchConfig>(parsed);
   if (!config.ok()) {
     std::fprintf(stderr, "pipeline_benchmark: %s\n",
                  std::string(config.status().message()).c_str());

@@ -1,7 +1,8 @@
 // Checkpoint benchmark (manual; not a test): how fast the checkpoint writer puts a GPT-2 355M
 // training state on disk, against dd on the same disk, and what --shard gains with D=2.
 //
-//   bazel run -c opt //tests/varuna:checkpoint_benchmark [-- --dir=/some/dir --repeats=2]
+//   bazel run -c opt //tests/varuna/checkpoint:checkpoint_benchmark
+//       [-- --dir=/some/dir --repeats=2]
 //
 // The state is what Varuna::checkpoint writes for --preset (default gpt2-355m, --vocab_size
 // 50257, padded): per parameter of every segment (gpt2::SegmentParameters) three fp32 tensors,
@@ -22,7 +23,8 @@
 // safetensors file is fsynced before its rename (dd fsyncs its output), so the numbers are disk
 // writes, not page-cache copies. Each checkpoint is verified (sizes) and deleted, and sync(2)
 // runs before the next run. Refuses to start when --dir has less free space than 2.5x the
-// state, or the machine less available memory than two states.
+// state, or the machine less available memory than two states. `--help` lists the flags with
+// their defaults; a bad flag exits 2.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
@@ -53,6 +55,7 @@
 #include "tests/util/subprocess.h"
 #include "varuna/checkpoint/files.h"
 #include "varuna/checkpoint/writer.h"
+#include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
 #include "varuna/io/safetensors.h"
 
@@ -71,24 +74,34 @@ int64_t NowNs() {
   return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
 }
 
-std::string Flag(const std::map<std::string, std::string>& flags, const std::string& key,
-                 const std::string& fallback) {
-  auto it = flags.find(key);
-  return it == flags.end() ? fallback : it->second;
+// The benchmark's command line, with its defaults.
+struct BenchmarkFlags {
+  std::string dir;  // "": $TEST_TMPDIR, else /tmp
+  std::string preset = "gpt2-355m";
+  int vocab_size = 50257;
+  int64_t seed = 1234;
+  int repeats = 2;
+};
+
+// Registers the flags on `parser`; parsing writes them into `flags`, which must outlive it.
+void Register(FlagParser& parser, BenchmarkFlags& flags) {
+  parser.Add("dir", &flags.dir,
+             "where the private work directory goes (empty: $TEST_TMPDIR, else /tmp)");
+  parser.Add("preset", &flags.preset, "the GPT-2 preset whose training state is written");
+  parser.Add("vocab_size", &flags.vocab_size, "the vocabulary (padded in the model)", "50257");
+  parser.Add("seed", &flags.seed, "seed of the state's at::randn", "1234");
+  parser.Add("repeats", &flags.repeats, "timed runs of each kind, 1 to 10", "2");
 }
 
 // The model whose training state is benchmarked, from --preset and --vocab_size.
-absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const std::map<std::string, std::string>& flags) {
-  absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(Flag(flags, "preset", "gpt2-355m"));
+absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const std::string& preset, int vocab_size) {
+  absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(preset);
   if (!config.ok()) return config.status();
-  const std::string vocab = Flag(flags, "vocab_size", "50257");
-  char* end = nullptr;
-  const long value = std::strtol(vocab.c_str(), &end, 10);
-  if (vocab.empty() || *end != '\0' || value <= 0 || value > (1 << 30)) {
+  if (vocab_size <= 0 || vocab_size > (1 << 30)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--vocab_size=", vocab, " is not a positive integer: pass e.g. 50257"));
+        absl::StrCat("--vocab_size=", vocab_size, " is not a positive integer: pass e.g. 50257"));
   }
-  config->vocab_size = static_cast<int>(value);
+  config->vocab_size = vocab_size;
   if (absl::Status status = config->Validate(); !status.ok()) return status;
   return config;
 }
@@ -212,7 +225,8 @@ int64_t TreeBytes(const std::string& dir) {
 // its Write>".
 absl::Status RunWorker(const std::map<std::string, std::string>& args) {
   at::set_num_threads(1);
-  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(args);
+  absl::StatusOr<gpt2::Gpt2Config> config =
+      ModelConfig(args.at("preset"), std::stoi(args.at("vocab_size")));
   if (!config.ok()) return config.status();
   const int rank = std::stoi(args.at("rank"));
   const int world = std::stoi(args.at("world"));
@@ -310,9 +324,10 @@ absl::StatusOr<WorkerResult> ReadResult(const std::string& path) {
 
 // Runs `world` workers writing `modes` (comma-separated) into `work`/<name>; their results, by
 // rank.
-absl::StatusOr<std::vector<WorkerResult>> RunWorkers(
-    const std::string& work, const std::string& name, int world, const std::string& modes,
-    const std::map<std::string, std::string>& flags) {
+absl::StatusOr<std::vector<WorkerResult>> RunWorkers(const std::string& work,
+                                                     const std::string& name, int world,
+                                                     const std::string& modes,
+                                                     const BenchmarkFlags& flags) {
   const std::string base = absl::StrCat(work, "/", name);
   fs::create_directories(base + "/sync");
   std::vector<testing::Process> processes;
@@ -321,9 +336,9 @@ absl::StatusOr<std::vector<WorkerResult>> RunWorkers(
                                      "--worker=write",
                                      absl::StrCat("--rank=", r),
                                      absl::StrCat("--world=", world),
-                                     "--preset=" + Flag(flags, "preset", "gpt2-355m"),
-                                     "--vocab_size=" + Flag(flags, "vocab_size", "50257"),
-                                     "--seed=" + Flag(flags, "seed", "1234"),
+                                     "--preset=" + flags.preset,
+                                     absl::StrCat("--vocab_size=", flags.vocab_size),
+                                     absl::StrCat("--seed=", flags.seed),
                                      "--save=" + base + "/save",
                                      "--sync=" + base + "/sync",
                                      absl::StrCat("--result=", base, "/result", r, ".txt"),
@@ -430,27 +445,19 @@ void Progress(const std::string& line) {
   std::fflush(stdout);
 }
 
-absl::Status RunBenchmark(const std::map<std::string, std::string>& flags) {
-  for (const auto& [key, value] : flags) {
-    if (key != "dir" && key != "preset" && key != "vocab_size" && key != "seed" &&
-        key != "repeats") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", key,
-                       ": the flags are --dir, --preset, --vocab_size, --seed and --repeats"));
-    }
-  }
-  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(flags);
+// The parent: checks the flags' ranges, then measures and prints the table.
+absl::Status RunBenchmark(const BenchmarkFlags& flags) {
+  absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(flags.preset, flags.vocab_size);
   if (!config.ok()) return config.status();
   const int64_t state = StateBytes(*config);
-  const std::string repeats_flag = Flag(flags, "repeats", "2");
-  const int repeats = std::atoi(repeats_flag.c_str());
-  if (repeats < 1 || repeats > 10 || std::to_string(repeats) != repeats_flag) {
+  const int repeats = flags.repeats;
+  if (repeats < 1 || repeats > 10) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--repeats=", repeats_flag, " is not an integer in [1, 10]: pass e.g. 2"));
+        absl::StrCat("--repeats=", repeats, " is not an integer in [1, 10]: pass e.g. 2"));
   }
 
   const char* tmp = std::getenv("TEST_TMPDIR");
-  fs::path dir = Flag(flags, "dir", tmp != nullptr ? tmp : "/tmp");
+  fs::path dir = !flags.dir.empty() ? flags.dir : tmp != nullptr ? tmp : "/tmp";
   const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
   if (dir.is_relative() && cwd != nullptr) dir = fs::path(cwd) / dir;
   std::error_code error;
@@ -486,11 +493,10 @@ absl::Status RunBenchmark(const std::map<std::string, std::string>& flags) {
       fs::remove_all(path, ignored);
     }
   } cleanup{work};
-  Progress(
-      absl::StrFormat("checkpoint benchmark: %s (vocab %d -> %d), state %.3f GB, %d "
-                      "repeats, in %s",
-                      Flag(flags, "preset", "gpt2-355m"), config->vocab_size,
-                      config->padded_vocab_size(), state * 1e-9, repeats, work));
+  Progress(absl::StrFormat(
+      "checkpoint benchmark: %s (vocab %d -> %d), state %.3f GB, %d "
+      "repeats, in %s",
+      flags.preset, config->vocab_size, config->padded_vocab_size(), state * 1e-9, repeats, work));
 
   // Every measurement is preceded by an untimed warm-up of the same kind: on this kind of VM
   // the first write after memory was allocated runs 2-3x slower (see the footnote).
@@ -575,18 +581,20 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  std::map<std::string, std::string> flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const size_t eq = a.find('=');
-    if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
-      std::fprintf(stderr,
-                   "checkpoint_benchmark: argument '%s' is not --key=value: use e.g. "
-                   "--dir=/tmp\n",
-                   a.c_str());
-      return 2;
-    }
-    flags[a.substr(2, eq - 2)] = a.substr(eq + 1);
+  varuna::BenchmarkFlags flags;
+  varuna::FlagParser parser;
+  varuna::Register(parser, flags);
+  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
+      !status.ok()) {
+    std::fprintf(stderr, "checkpoint_benchmark: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::printf(
+        "Checkpoint writing speed of a GPT-2 training state, against dd on the same disk.\n"
+        "Example: checkpoint_benchmark --dir=/some/dir --repeats=2\n\nFlags:\n%s",
+        parser.Help().c_str());
+    return 0;
   }
   const absl::Status status = varuna::RunBenchmark(flags);
   if (!status.ok()) {
