@@ -70,25 +70,24 @@ absl::StatusOr<bool> DocumentReader::NextJson(std::string* text) {
     if (!value->is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path_, " line ", line_number_, ": expected a JSON object, found a ",
-                       varuna::json::Value::TypeName(value->type()),
+                       varuna::json::TypeName(*value),
                        "; every line of a .jsonl/.json input must be one JSON object"));
     }
-    const varuna::json::Value* field = value->Find(json_key_);
+    const varuna::json::Value* field = varuna::json::Find(*value, json_key_);
     if (field == nullptr) {
       std::vector<std::string> keys;
-      for (const auto& member : value->as_object()) keys.push_back("\"" + member.first + "\"");
+      for (const auto& [key, unused] : value->items()) keys.push_back("\"" + key + "\"");
       return absl::InvalidArgumentError(
           absl::StrCat(path_, " line ", line_number_, ": the object has no \"", json_key_,
                        "\" field (its keys: ", keys.empty() ? "none" : absl::StrJoin(keys, ", "),
                        "); name the field that holds the document text with --json-keys"));
     }
     if (!field->is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path_, " line ", line_number_, ": field \"", json_key_, "\" is a ",
-                       varuna::json::Value::TypeName(field->type()),
-                       ", not a string; it must hold the document text"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, " line ", line_number_, ": field \"", json_key_, "\" is a ",
+          varuna::json::TypeName(*field), ", not a string; it must hold the document text"));
     }
-    *text = field->as_string();
+    *text = field->get<std::string>();
     return true;
   }
   return false;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -104,7 +105,7 @@ class Table {
 const Value* FindPath(const Value& root, std::initializer_list<absl::string_view> keys) {
   const Value* value = &root;
   for (absl::string_view key : keys) {
-    value = value->Find(key);
+    value = varuna::json::Find(*value, key);
     if (value == nullptr) return nullptr;
   }
   return value;
@@ -112,8 +113,8 @@ const Value* FindPath(const Value& root, std::initializer_list<absl::string_view
 
 // A scalar as text: strings unquoted, everything else as JSON.
 std::string Text(const Value& value) {
-  if (value.is_string()) return value.as_string();
-  if (value.is_bool()) return value.as_bool() ? "yes" : "no";
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_boolean()) return value.get<bool>() ? "yes" : "no";
   return varuna::json::Serialize(value);
 }
 
@@ -121,7 +122,7 @@ std::string Text(const Value& value) {
 std::string Members(const Value* object) {
   if (object == nullptr || !object->is_object()) return "";
   std::vector<std::string> parts;
-  for (const auto& [key, value] : object->as_object()) {
+  for (const auto& [key, value] : object->items()) {
     parts.push_back(absl::StrCat(key, "=", Text(value)));
   }
   return absl::StrJoin(parts, ", ");
@@ -129,7 +130,8 @@ std::string Members(const Value* object) {
 
 // Count() of an integer value; "<value> <noun>s" for any other.
 std::string Count(const Value& n, absl::string_view noun) {
-  return n.is_int() ? Count(n.as_int(), noun) : absl::StrCat(Text(n), " ", noun, "s");
+  const std::optional<int64_t> count = varuna::json::AsInt64(n);
+  return count.has_value() ? Count(*count, noun) : absl::StrCat(Text(n), " ", noun, "s");
 }
 
 std::string SegmentText(int segment) {
@@ -145,22 +147,23 @@ std::string DescribeState(const varuna::CheckpointManifest& manifest) {
   std::string out;
   const Value& layout = manifest.layout;
   std::vector<std::string> parts;
-  const Value* stages = layout.Find("num_stages");
-  const Value* replicas = layout.Find("num_replicas");
+  const Value* stages = varuna::json::Find(layout, "num_stages");
+  const Value* replicas = varuna::json::Find(layout, "num_replicas");
   if (stages != nullptr && replicas != nullptr) {
     parts.push_back(absl::StrCat(Count(*stages, "stage"), " x ", Count(*replicas, "replica")));
   }
-  if (const Value* map = layout.Find("stage_to_rank_map")) {
+  if (const Value* map = varuna::json::Find(layout, "stage_to_rank_map")) {
     parts.push_back(absl::StrCat("stage map \"", Text(*map), "\""));
   }
-  if (const Value* batch = layout.Find("batch_size")) {
+  if (const Value* batch = varuna::json::Find(layout, "batch_size")) {
     parts.push_back(absl::StrCat("batch size ", Text(*batch)));
   }
-  if (const Value* chunk = layout.Find("chunk_size")) {
+  if (const Value* chunk = varuna::json::Find(layout, "chunk_size")) {
     parts.push_back(absl::StrCat("chunk size ", Text(*chunk)));
   }
-  if (const Value* sharded = layout.Find("sharded"); sharded != nullptr && sharded->is_bool()) {
-    parts.push_back(sharded->as_bool() ? "sharded" : "not sharded");
+  if (const Value* sharded = varuna::json::Find(layout, "sharded");
+      sharded != nullptr && sharded->is_boolean()) {
+    parts.push_back(sharded->get<bool>() ? "sharded" : "not sharded");
   }
   out += Line("layout", parts.empty() ? "not recorded" : absl::StrJoin(parts, ", "));
 
@@ -173,7 +176,7 @@ std::string DescribeState(const varuna::CheckpointManifest& manifest) {
   }
   if (const Value* scale = FindPath(meta, {"engine", "loss_scaler", "scale"})) {
     const Value* dynamic = FindPath(meta, {"engine", "loss_scaler", "dynamic_fp16"});
-    const bool is_dynamic = dynamic != nullptr && dynamic->is_bool() && dynamic->as_bool();
+    const bool is_dynamic = dynamic != nullptr && dynamic->is_boolean() && dynamic->get<bool>();
     parts.push_back(absl::StrCat("loss scale ", Text(*scale), is_dynamic ? " (dynamic fp16)" : ""));
   }
   out += Line("optimizer", parts.empty() ? "not recorded" : absl::StrJoin(parts, ", "));
@@ -198,8 +201,8 @@ std::string DescribeState(const varuna::CheckpointManifest& manifest) {
   Table ranks({true, true, true});
   ranks.Add({"rank", "stage", "replica"});
   for (const auto& [rank, state] : manifest.rank_states) {
-    const Value* stage = state.Find("stage");
-    const Value* replica = state.Find("replica");
+    const Value* stage = varuna::json::Find(state, "stage");
+    const Value* replica = varuna::json::Find(state, "replica");
     ranks.Add({absl::StrCat(rank), stage ? Text(*stage) : "-", replica ? Text(*replica) : "-"});
   }
   out += ranks.Render("  ");

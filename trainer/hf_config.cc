@@ -1,5 +1,6 @@
 #include "trainer/hf_config.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -13,48 +14,49 @@ using varuna::json::Value;
 // A positive integer field of trainer.model.
 absl::StatusOr<int64_t> PositiveField(const Value& model, const char* key,
                                       const std::string& source) {
-  const Value* value = model.Find(key);
-  if (value == nullptr || !value->is_int() || value->as_int() <= 0) {
+  const Value* value = varuna::json::Find(model, key);
+  const std::optional<int64_t> n = varuna::json::AsInt64(value);
+  if (!n.has_value() || *n <= 0) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint ", source, ": trainer.model.", key, " in its metadata is ",
         value == nullptr ? "missing" : varuna::json::Serialize(*value),
         ", expected a positive integer: the checkpoint is damaged or was not written by "
         "//trainer:pretrain_gpt2"));
   }
-  return value->as_int();
+  return *n;
 }
 
 // An optional number field of trainer.model: `fallback` when missing.
 absl::StatusOr<double> NumberField(const Value& model, const char* key, double fallback,
                                    const std::string& source) {
-  const Value* value = model.Find(key);
+  const Value* value = varuna::json::Find(model, key);
   if (value == nullptr) return fallback;
-  if (!value->is_number() || value->as_double() < 0) {
+  if (!value->is_number() || value->get<double>() < 0) {
     return absl::DataLossError(absl::StrCat("checkpoint ", source, ": trainer.model.", key,
                                             " in its metadata is ", varuna::json::Serialize(*value),
                                             ", expected a non-negative number"));
   }
-  return value->as_double();
+  return value->get<double>();
 }
 
 }  // namespace
 
 varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& c) {
-  varuna::json::Value out = varuna::json::Value::MakeObject();
-  out.Set("num_layers", c.num_layers);
-  out.Set("hidden_size", c.hidden_size);
-  out.Set("num_attention_heads", c.num_attention_heads);
-  out.Set("seq_length", c.seq_length);
-  out.Set("max_position_embeddings", c.max_position_embeddings);
-  out.Set("padded_vocab_size", c.padded_vocab_size());
-  out.Set("vocab_size", c.vocab_size);
-  out.Set("layernorm_epsilon", c.layernorm_epsilon);
+  varuna::json::Value out = varuna::json::Value::object();
+  out["num_layers"] = c.num_layers;
+  out["hidden_size"] = c.hidden_size;
+  out["num_attention_heads"] = c.num_attention_heads;
+  out["seq_length"] = c.seq_length;
+  out["max_position_embeddings"] = c.max_position_embeddings;
+  out["padded_vocab_size"] = c.padded_vocab_size();
+  out["vocab_size"] = c.vocab_size;
+  out["layernorm_epsilon"] = c.layernorm_epsilon;
   return out;
 }
 
 absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std::string& source) {
-  const Value* trainer = metadata.Find("trainer");
-  const Value* model = trainer != nullptr ? trainer->Find("model") : nullptr;
+  const Value* trainer = varuna::json::Find(metadata, "trainer");
+  const Value* model = trainer != nullptr ? varuna::json::Find(*trainer, "model") : nullptr;
   if (model == nullptr || !model->is_object()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", source,
@@ -75,7 +77,7 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std
     if (!value.ok()) return value.status();
     *field = *value;
   }
-  if (model->Find("vocab_size") != nullptr) {
+  if (varuna::json::Find(*model, "vocab_size") != nullptr) {
     absl::StatusOr<int64_t> value = PositiveField(*model, "vocab_size", source);
     if (!value.ok()) return value.status();
     config.vocab_size = *value;
@@ -112,28 +114,28 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std
 }
 
 Value HuggingFaceConfigJson(const HfModelConfig& config, int64_t eos_token_id) {
-  Value out = Value::MakeObject();
-  out.Set("model_type", "gpt2");
-  out.Set("architectures", Value::Array{"GPT2LMHeadModel"});
-  out.Set("vocab_size", config.vocab_size);
-  out.Set("n_positions", config.max_position_embeddings);
-  out.Set("n_ctx", config.max_position_embeddings);
-  out.Set("n_embd", config.hidden_size);
-  out.Set("n_layer", config.num_layers);
-  out.Set("n_head", config.num_attention_heads);
-  out.Set("n_inner", nullptr);                 // 4 * n_embd, as our MLP
-  out.Set("activation_function", "gelu_new");  // tanh-approximated GELU, as our MLP
-  out.Set("resid_pdrop", config.hidden_dropout);
-  out.Set("embd_pdrop", config.hidden_dropout);
-  out.Set("attn_pdrop", config.attention_dropout);
-  out.Set("layer_norm_epsilon", config.layernorm_epsilon);
-  out.Set("initializer_range", 0.02);
-  out.Set("scale_attn_weights", true);
-  out.Set("use_cache", true);
-  out.Set("bos_token_id", eos_token_id);
-  out.Set("eos_token_id", eos_token_id);
-  out.Set("tie_word_embeddings", true);
-  out.Set("torch_dtype", "float32");
+  Value out = Value::object();
+  out["model_type"] = "gpt2";
+  out["architectures"] = Value::array({"GPT2LMHeadModel"});
+  out["vocab_size"] = config.vocab_size;
+  out["n_positions"] = config.max_position_embeddings;
+  out["n_ctx"] = config.max_position_embeddings;
+  out["n_embd"] = config.hidden_size;
+  out["n_layer"] = config.num_layers;
+  out["n_head"] = config.num_attention_heads;
+  out["n_inner"] = nullptr;                 // 4 * n_embd, as our MLP
+  out["activation_function"] = "gelu_new";  // tanh-approximated GELU, as our MLP
+  out["resid_pdrop"] = config.hidden_dropout;
+  out["embd_pdrop"] = config.hidden_dropout;
+  out["attn_pdrop"] = config.attention_dropout;
+  out["layer_norm_epsilon"] = config.layernorm_epsilon;
+  out["initializer_range"] = 0.02;
+  out["scale_attn_weights"] = true;
+  out["use_cache"] = true;
+  out["bos_token_id"] = eos_token_id;
+  out["eos_token_id"] = eos_token_id;
+  out["tie_word_embeddings"] = true;
+  out["torch_dtype"] = "float32";
   return out;
 }
 

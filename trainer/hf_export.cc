@@ -122,12 +122,13 @@ TokenizerChoice ChooseTokenizer(const HfExportOptions& options, const Value& met
   if (!options.tokenizer_model.empty()) {
     return {options.tokenizer_model, absl::StrCat("--tokenizer-model=", options.tokenizer_model)};
   }
-  const Value* trainer = metadata.Find("trainer");
-  const Value* saved = trainer != nullptr ? trainer->Find("tokenizer_model") : nullptr;
-  if (saved != nullptr && saved->is_string() && !saved->as_string().empty()) {
-    return {saved->as_string(),
-            absl::StrCat("the tokenizer ", saved->as_string(), " recorded in checkpoint ", source,
-                         " (pass --tokenizer-model PATH to use another file)")};
+  const Value* trainer = varuna::json::Find(metadata, "trainer");
+  const Value* saved =
+      trainer != nullptr ? varuna::json::Find(*trainer, "tokenizer_model") : nullptr;
+  if (saved != nullptr && saved->is_string() && !saved->get_ref<const std::string&>().empty()) {
+    const std::string& path = saved->get_ref<const std::string&>();
+    return {path, absl::StrCat("the tokenizer ", path, " recorded in checkpoint ", source,
+                               " (pass --tokenizer-model PATH to use another file)")};
   }
   return {};
 }

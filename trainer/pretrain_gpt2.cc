@@ -78,8 +78,8 @@ absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t 
 // "--hidden-size: checkpoint 128, flags 256; ..." for every model field that differs.
 std::string ModelDifferences(const Value& saved, const Value& current) {
   std::vector<std::string> differences;
-  for (const auto& [key, value] : current.as_object()) {
-    const Value* old = saved.Find(key);
+  for (const auto& [key, value] : current.items()) {
+    const Value* old = varuna::json::Find(saved, key);
     const std::string old_text = old ? varuna::json::Serialize(*old) : "missing";
     if (old_text != varuna::json::Serialize(value)) {
       std::string flag = absl::StrCat("--", key);
@@ -125,14 +125,14 @@ struct SavedContext {
 
 absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const TrainingState& state,
                   const SavedContext& context, TrainingLog& log) {
-  Value trainer = Value::MakeObject();
-  trainer.Set("iteration", state.iteration);
-  trainer.Set("consumed_samples", state.consumed_samples);
-  trainer.Set("skipped_iterations", state.skipped);
-  trainer.Set("model", context.model);
-  trainer.Set("tokenizer_model", context.tokenizer_model);
-  trainer.Set("lr_schedule", context.lr_schedule);
-  trainer.Set("data_fingerprint", context.data_fingerprint);
+  Value trainer = Value::object();
+  trainer["iteration"] = state.iteration;
+  trainer["consumed_samples"] = state.consumed_samples;
+  trainer["skipped_iterations"] = state.skipped;
+  trainer["model"] = context.model;
+  trainer["tokenizer_model"] = context.tokenizer_model;
+  trainer["lr_schedule"] = context.lr_schedule;
+  trainer["data_fingerprint"] = context.data_fingerprint;
   varuna::CheckpointOptions options;
   options.save_dir = ResolveUserPath(a.save);
   options.staging_dir = a.checkpoint_tmpdir.empty() ? "" : ResolveUserPath(a.checkpoint_tmpdir);
@@ -475,12 +475,12 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   saved_context.model = ModelConfigJson(*config);
   saved_context.tokenizer_model =
       tokenizer_model.empty() ? "" : std::filesystem::absolute(tokenizer_model).string();
-  saved_context.lr_schedule = Value::MakeObject();
-  saved_context.lr_schedule.Set("lr", a.lr);
-  saved_context.lr_schedule.Set("min_lr", a.min_lr);
-  saved_context.lr_schedule.Set("decay_style", a.lr_decay_style);
-  saved_context.lr_schedule.Set("decay_iters", decay_steps);
-  saved_context.lr_schedule.Set("warmup_iters", warmup_steps);
+  saved_context.lr_schedule = Value::object();
+  saved_context.lr_schedule["lr"] = a.lr;
+  saved_context.lr_schedule["min_lr"] = a.min_lr;
+  saved_context.lr_schedule["decay_style"] = a.lr_decay_style;
+  saved_context.lr_schedule["decay_iters"] = decay_steps;
+  saved_context.lr_schedule["warmup_iters"] = warmup_steps;
   saved_context.data_fingerprint = absl::StrFormat("%016x", (*data)->indexed().Fingerprint());
   const Value& model_json = saved_context.model;
   TrainingState state;
@@ -488,7 +488,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     std::optional<int64_t> iteration;
     if (a.resume_step >= 0) iteration = a.resume_step;
     auto same_model = [&](const Value& saved) -> absl::Status {
-      const Value* saved_model = saved.Find("model");
+      const Value* saved_model = varuna::json::Find(saved, "model");
       if (saved_model == nullptr || !saved_model->is_object()) {
         return absl::DataLossError(
             absl::StrCat("the checkpoint in ", a.load, " has no model configuration"));
@@ -506,19 +506,20 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     const Value& saved = loaded->trainer_state;
     if (!loaded->note.empty()) log.Info(absl::StrCat("> checkpoint: ", loaded->note));
     state.iteration = loaded->iteration;
-    const Value* consumed = saved.Find("consumed_samples");
-    const Value* skipped = saved.Find("skipped_iterations");
-    state.consumed_samples = consumed && consumed->is_int() ? consumed->as_int() : 0;
-    state.skipped = skipped && skipped->is_int() ? skipped->as_int() : 0;
+    state.consumed_samples =
+        varuna::json::AsInt64(varuna::json::Find(saved, "consumed_samples")).value_or(0);
+    state.skipped =
+        varuna::json::AsInt64(varuna::json::Find(saved, "skipped_iterations")).value_or(0);
     log.Info(absl::StrFormat("> resumed from %s at iteration %d (%d samples consumed)", a.load,
                              state.iteration, state.consumed_samples));
-    const Value* fingerprint = saved.Find("data_fingerprint");
+    const Value* fingerprint = varuna::json::Find(saved, "data_fingerprint");
     const std::string& now = saved_context.data_fingerprint;
-    if (fingerprint != nullptr && fingerprint->is_string() && fingerprint->as_string() != now) {
+    if (fingerprint != nullptr && fingerprint->is_string() &&
+        fingerprint->get_ref<const std::string&>() != now) {
       log.Info(
           absl::StrCat("> warning: the checkpoint was trained on other data (index "
                        "fingerprint ",
-                       fingerprint->as_string(), ", now ", now,
+                       fingerprint->get_ref<const std::string&>(), ", now ", now,
                        "): the data stream continues at the same position of this data"));
     }
   }

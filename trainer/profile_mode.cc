@@ -31,8 +31,8 @@ std::string ModelDifferences(const std::string& saved_text, const varuna::json::
   absl::StatusOr<varuna::json::Value> saved = varuna::json::Parse(saved_text);
   if (!saved.ok() || !saved->is_object()) return "the profile's model is not a JSON object";
   std::vector<std::string> differences;
-  for (const auto& [key, value] : now.as_object()) {
-    const varuna::json::Value* old = saved->Find(key);
+  for (const auto& [key, value] : now.items()) {
+    const varuna::json::Value* old = varuna::json::Find(*saved, key);
     const std::string old_text = old ? varuna::json::Serialize(*old) : "missing";
     const std::string now_text = varuna::json::Serialize(value);
     if (old_text != now_text) {

@@ -42,18 +42,18 @@ std::string TrainingLog::FormatStep(const StepRecord& r) {
 }
 
 std::string TrainingLog::StepJson(const StepRecord& r) {
-  Value line = Value::MakeObject();
-  line.Set("iteration", r.iteration);
-  line.Set("consumed_samples", r.consumed_samples);
-  line.Set("ms_per_iteration", r.ms_per_iteration);
-  line.Set("lr", r.lr);
-  line.Set("lm_loss", r.loss);
-  line.Set("loss_scale", r.loss_scale);
-  line.Set("grad_norm", std::isfinite(r.grad_norm) ? Value(r.grad_norm) : Value(nullptr));
-  line.Set("skipped", r.skipped);
-  line.Set("tokens_per_sec", r.tokens_per_sec);
-  line.Set("tflops", r.tflops);
-  line.Set("mfu", r.mfu ? Value(*r.mfu) : Value(nullptr));
+  Value line = Value::object();
+  line["iteration"] = r.iteration;
+  line["consumed_samples"] = r.consumed_samples;
+  line["ms_per_iteration"] = r.ms_per_iteration;
+  line["lr"] = r.lr;
+  line["lm_loss"] = r.loss;
+  line["loss_scale"] = r.loss_scale;
+  line["grad_norm"] = std::isfinite(r.grad_norm) ? Value(r.grad_norm) : Value(nullptr);
+  line["skipped"] = r.skipped;
+  line["tokens_per_sec"] = r.tokens_per_sec;
+  line["tflops"] = r.tflops;
+  line["mfu"] = r.mfu ? Value(*r.mfu) : Value(nullptr);
   return varuna::json::Serialize(line);
 }
 
@@ -63,11 +63,11 @@ std::string TrainingLog::FormatEval(const EvalRecord& r) {
 }
 
 std::string TrainingLog::EvalJson(const EvalRecord& r) {
-  Value line = Value::MakeObject();
-  line.Set("iteration", r.iteration);
-  line.Set("split", r.split);
-  line.Set(r.split == "test" ? "test_loss" : "val_loss", r.loss);
-  line.Set(r.split == "test" ? "test_ppl" : "val_ppl", std::exp(std::min(r.loss, 700.0)));
+  Value line = Value::object();
+  line["iteration"] = r.iteration;
+  line["split"] = r.split;
+  line[r.split == "test" ? "test_loss" : "val_loss"] = r.loss;
+  line[r.split == "test" ? "test_ppl" : "val_ppl"] = std::exp(std::min(r.loss, 700.0));
   return varuna::json::Serialize(line);
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -50,7 +51,7 @@ absl::StatusOr<at::Tensor> GeneratorStateFromHex(const c10::Device& device, cons
 }
 
 const json::Value* FindString(const json::Value& object, const char* key) {
-  const json::Value* value = object.Find(key);
+  const json::Value* value = json::Find(object, key);
   return value != nullptr && value->is_string() ? value : nullptr;
 }
 
@@ -74,12 +75,12 @@ RankCheckpoint Varuna::RankShare(const CheckpointOptions& options, int64_t itera
   share.iteration = iteration;
   share.rank = options_.rank;
   share.world_size = options_.stage_map.world_size();
-  share.state = json::Value::MakeObject();
-  share.state.Set("stage", stage());
-  share.state.Set("replica", replica());
-  share.state.Set("cpu_rng_state", GeneratorStateHex(c10::Device(c10::kCPU)));
+  share.state = json::Value::object();
+  share.state["stage"] = stage();
+  share.state["replica"] = replica();
+  share.state["cpu_rng_state"] = GeneratorStateHex(c10::Device(c10::kCPU));
   if (options_.device.is_cuda()) {
-    share.state.Set("cuda_rng_state", GeneratorStateHex(options_.device));
+    share.state["cuda_rng_state"] = GeneratorStateHex(options_.device);
   }
 
   // Every tensor of the stage, in the optimizer's order (the same on every replica).
@@ -151,26 +152,26 @@ absl::Status Varuna::checkpoint(const CheckpointOptions& options, int64_t iterat
   PendingCheckpoint pending;
   pending.options = options;
   pending.iteration = iteration;
-  pending.layout = json::Value::MakeObject();
-  pending.layout.Set("stage_to_rank_map", options_.stage_map.ToString());
-  pending.layout.Set("num_stages", options_.stage_map.num_stages());
-  pending.layout.Set("num_replicas", options_.stage_map.num_replicas());
-  pending.layout.Set("batch_size", options_.batch_size);
-  pending.layout.Set("chunk_size", options_.chunk_size);
-  pending.layout.Set("sharded", options.shard && options_.stage_map.num_replicas() > 1);
+  pending.layout = json::Value::object();
+  pending.layout["stage_to_rank_map"] = options_.stage_map.ToString();
+  pending.layout["num_stages"] = options_.stage_map.num_stages();
+  pending.layout["num_replicas"] = options_.stage_map.num_replicas();
+  pending.layout["batch_size"] = options_.batch_size;
+  pending.layout["chunk_size"] = options_.chunk_size;
+  pending.layout["sharded"] = options.shard && options_.stage_map.num_replicas() > 1;
   const LossScaler::State scaler = scaler_->state();
-  json::Value scaler_json = json::Value::MakeObject();
-  scaler_json.Set("scale", scaler.scale);
-  scaler_json.Set("growth_count", scaler.growth_count);
-  scaler_json.Set("hysteresis_left", scaler.hysteresis_left);
-  scaler_json.Set("dynamic_fp16", options_.dtype == c10::kHalf && scaler_->dynamic());
-  json::Value engine = json::Value::MakeObject();
-  engine.Set("num_segments", model_->num_segments());
-  engine.Set("optimizer_steps", optimizer_->step_count());
-  engine.Set("loss_scaler", std::move(scaler_json));
-  pending.metadata = json::Value::MakeObject();
-  pending.metadata.Set("engine", std::move(engine));
-  pending.metadata.Set("trainer", trainer_state);
+  json::Value scaler_json = json::Value::object();
+  scaler_json["scale"] = scaler.scale;
+  scaler_json["growth_count"] = scaler.growth_count;
+  scaler_json["hysteresis_left"] = scaler.hysteresis_left;
+  scaler_json["dynamic_fp16"] = options_.dtype == c10::kHalf && scaler_->dynamic();
+  json::Value engine = json::Value::object();
+  engine["num_segments"] = model_->num_segments();
+  engine["optimizer_steps"] = optimizer_->step_count();
+  engine["loss_scaler"] = std::move(scaler_json);
+  pending.metadata = json::Value::object();
+  pending.metadata["engine"] = std::move(engine);
+  pending.metadata["trainer"] = trainer_state;
   pending_checkpoint_ = std::move(pending);
   if (checkpoint_writer_->staged()) return absl::OkStatus();
   return finish_checkpoint();
@@ -209,13 +210,15 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
   if (!data.ok()) return data.status();
   const std::string where = absl::StrCat(load_dir, "/", CheckpointDirName(iteration));
 
-  const json::Value* engine = data->metadata.Find("engine");
-  const json::Value* steps = engine ? engine->Find("optimizer_steps") : nullptr;
-  const json::Value* scaler = engine ? engine->Find("loss_scaler") : nullptr;
-  const json::Value* num_segments = engine ? engine->Find("num_segments") : nullptr;
-  const json::Value* trainer = data->metadata.Find("trainer");
-  if (steps == nullptr || !steps->is_int() || scaler == nullptr || !scaler->is_object() ||
-      num_segments == nullptr || !num_segments->is_int() || trainer == nullptr) {
+  const json::Value* engine = json::Find(data->metadata, "engine");
+  const std::optional<int64_t> steps =
+      engine ? json::AsInt64(json::Find(*engine, "optimizer_steps")) : std::nullopt;
+  const json::Value* scaler = engine ? json::Find(*engine, "loss_scaler") : nullptr;
+  const std::optional<int64_t> num_segments =
+      engine ? json::AsInt64(json::Find(*engine, "num_segments")) : std::nullopt;
+  const json::Value* trainer = json::Find(data->metadata, "trainer");
+  if (!steps.has_value() || scaler == nullptr || !scaler->is_object() ||
+      !num_segments.has_value() || trainer == nullptr) {
     return absl::DataLossError(absl::StrCat(where,
                                             "/metadata.json lacks the engine's state "
                                             "(optimizer_steps, loss_scaler, num_segments) or the "
@@ -224,16 +227,16 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
   if (accept) {
     if (absl::Status status = accept(*trainer); !status.ok()) return status;
   }
-  if (num_segments->as_int() != model_->num_segments()) {
+  if (*num_segments != model_->num_segments()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        where, " holds a model of ", num_segments->as_int(), " segments; this model has ",
+        where, " holds a model of ", *num_segments, " segments; this model has ",
         model_->num_segments(), ": load it with the model configuration that wrote it"));
   }
 
   LoadedState state;
   state.iteration = iteration;
   state.trainer = *trainer;
-  state.optimizer_steps = steps->as_int();
+  state.optimizer_steps = *steps;
   for (auto& [segment, named] : data->segments) {
     for (auto& [name, tensor] : named) state.tensors[name] = tensor;
   }
@@ -254,12 +257,13 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
   // layout, every rank takes rank 0's (as every rank started from one seed).
   const json::Value* saved_map = FindString(data->layout, "stage_to_rank_map");
   const std::string current_map = options_.stage_map.ToString();
-  const bool same_layout = saved_map != nullptr && saved_map->as_string() == current_map &&
+  const bool same_layout = saved_map != nullptr &&
+                           saved_map->get_ref<const std::string&>() == current_map &&
                            data->rank_states.count(options_.rank) > 0;
   if (!same_layout) {
-    state.note =
-        absl::StrCat("the layout changed from \"", saved_map ? saved_map->as_string() : "unknown",
-                     "\" to \"", current_map, "\": every rank continues rank 0's RNG state");
+    state.note = absl::StrCat("the layout changed from \"",
+                              saved_map ? saved_map->get<std::string>() : "unknown", "\" to \"",
+                              current_map, "\": every rank continues rank 0's RNG state");
   }
   auto rank_state = data->rank_states.find(same_layout ? options_.rank : 0);
   const json::Value* cpu_rng = rank_state != data->rank_states.end()
@@ -269,7 +273,8 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
     return absl::DataLossError(absl::StrCat(where, "/metadata.json lacks rank ",
                                             same_layout ? options_.rank : 0, "'s cpu_rng_state"));
   }
-  absl::StatusOr<at::Tensor> cpu = GeneratorStateFromHex(c10::kCPU, cpu_rng->as_string(), where);
+  absl::StatusOr<at::Tensor> cpu =
+      GeneratorStateFromHex(c10::kCPU, cpu_rng->get_ref<const std::string&>(), where);
   if (!cpu.ok()) return cpu.status();
   state.cpu_rng = *cpu;
   // A CUDA state is restored only onto a CUDA device (a run resumed on another device type
@@ -277,23 +282,25 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
   const json::Value* cuda_rng = FindString(rank_state->second, "cuda_rng_state");
   if (options_.device.is_cuda() && cuda_rng != nullptr) {
     absl::StatusOr<at::Tensor> cuda =
-        GeneratorStateFromHex(options_.device, cuda_rng->as_string(), where);
+        GeneratorStateFromHex(options_.device, cuda_rng->get_ref<const std::string&>(), where);
     if (!cuda.ok()) return cuda.status();
     state.cuda_rng = *cuda;
   }
 
   // The saved scale continues only from dynamic fp16 to dynamic fp16; otherwise (fp32 or bf16
   // on either side, a static --loss-scale now) the scale set_optimizer chose stands.
-  const json::Value* saved_dynamic = scaler->Find("dynamic_fp16");
+  const json::Value* saved_dynamic = json::Find(*scaler, "dynamic_fp16");
   if (options_.dtype == c10::kHalf && scaler_->dynamic() && saved_dynamic != nullptr &&
-      saved_dynamic->is_bool() && saved_dynamic->as_bool()) {
+      saved_dynamic->is_boolean() && saved_dynamic->get<bool>()) {
     LossScaler::State restored = scaler_->state();
-    const json::Value* scale = scaler->Find("scale");
-    const json::Value* growth = scaler->Find("growth_count");
-    const json::Value* hysteresis = scaler->Find("hysteresis_left");
-    if (scale && scale->is_number()) restored.scale = scale->as_double();
-    if (growth && growth->is_int()) restored.growth_count = growth->as_int();
-    if (hysteresis && hysteresis->is_int()) restored.hysteresis_left = hysteresis->as_int();
+    const json::Value* scale = json::Find(*scaler, "scale");
+    if (scale && scale->is_number()) restored.scale = scale->get<double>();
+    if (auto growth = json::AsInt64(json::Find(*scaler, "growth_count"))) {
+      restored.growth_count = *growth;
+    }
+    if (auto hysteresis = json::AsInt64(json::Find(*scaler, "hysteresis_left"))) {
+      restored.hysteresis_left = *hysteresis;
+    }
     state.scaler = restored;
   }
   return state;

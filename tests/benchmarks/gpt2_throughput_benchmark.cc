@@ -386,30 +386,30 @@ void PrintResult(const Options& o, const std::string& device_name, const std::st
                                       .c_str(),
       memory ? absl::StrFormat("%.2f GB", *memory).c_str() : "n/a (CPU)");
 
-  Value json = Value::MakeObject();
-  json.Set("impl", "varuna-cpp");
-  json.Set("preset", o.preset);
-  json.Set("dtype", o.dtype_name);
-  json.Set("device", device_name);
-  json.Set("attention", attention);
-  json.Set("batch", o.batch_size);
-  json.Set("micro_batch", o.micro_batch());
-  json.Set("seq", o.model.seq_length);
-  json.Set("steps", o.steps);
-  json.Set("warmup_steps", o.warmup_steps);
-  json.Set("tokens_per_s", t.tokens_per_second);
-  json.Set("tflops", t.tflops);
-  json.Set("mfu", t.mfu ? Value(*t.mfu) : Value());
-  json.Set("hw_tflops", hw_tflops);
-  json.Set("peak_tflops", peak ? Value(*peak) : Value());
-  json.Set("step_ms", step_seconds * 1e3);
-  Value losses = Value::MakeArray();
-  losses.Append(run.losses.front());
-  losses.Append(run.losses.back());
-  json.Set("losses", std::move(losses));
-  json.Set("skipped", static_cast<int64_t>(run.skipped_steps.size()));
-  json.Set("last_skipped_step", run.skipped_steps.empty() ? 0 : run.skipped_steps.back() + 1);
-  json.Set("peak_memory_gb", memory ? Value(*memory) : Value());
+  Value json = Value::object();
+  json["impl"] = "varuna-cpp";
+  json["preset"] = o.preset;
+  json["dtype"] = o.dtype_name;
+  json["device"] = device_name;
+  json["attention"] = attention;
+  json["batch"] = o.batch_size;
+  json["micro_batch"] = o.micro_batch();
+  json["seq"] = o.model.seq_length;
+  json["steps"] = o.steps;
+  json["warmup_steps"] = o.warmup_steps;
+  json["tokens_per_s"] = t.tokens_per_second;
+  json["tflops"] = t.tflops;
+  json["mfu"] = t.mfu ? Value(*t.mfu) : Value();
+  json["hw_tflops"] = hw_tflops;
+  json["peak_tflops"] = peak ? Value(*peak) : Value();
+  json["step_ms"] = step_seconds * 1e3;
+  Value losses = Value::array();
+  losses.push_back(run.losses.front());
+  losses.push_back(run.losses.back());
+  json["losses"] = std::move(losses);
+  json["skipped"] = static_cast<int64_t>(run.skipped_steps.size());
+  json["last_skipped_step"] = run.skipped_steps.empty() ? 0 : run.skipped_steps.back() + 1;
+  json["peak_memory_gb"] = memory ? Value(*memory) : Value();
   absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
 }
 

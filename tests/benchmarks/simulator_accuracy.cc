@@ -202,10 +202,10 @@ absl::StatusOr<Measured> ReadMetrics(const std::string& path, int skip) {
   for (std::string line; std::getline(in, line);) {
     absl::StatusOr<varuna::json::Value> value = varuna::json::Parse(line);
     if (!value.ok()) return value.status();
-    const varuna::json::Value* iteration = value->Find("iteration");
-    const varuna::json::Value* ms = value->Find("ms_per_iteration");
+    const varuna::json::Value* iteration = varuna::json::Find(*value, "iteration");
+    const varuna::json::Value* ms = varuna::json::Find(*value, "ms_per_iteration");
     if (iteration == nullptr || ms == nullptr) continue;
-    if (iteration->as_int() > skip) times.push_back(ms->as_double());
+    if (iteration->get<int64_t>() > skip) times.push_back(ms->get<double>());
   }
   if (times.empty()) {
     return absl::FailedPreconditionError(

@@ -49,9 +49,9 @@ void ExpectNoOutput(const std::string& output_prefix) {
 }
 
 std::string JsonLine(const std::string& text) {
-  varuna::json::Value object = varuna::json::Value::MakeObject();
-  object.Set("text", text);
-  object.Set("source", "test");
+  varuna::json::Value object = varuna::json::Value::object();
+  object["text"] = text;
+  object["source"] = "test";
   return varuna::json::Serialize(object) + "\n";
 }
 

@@ -61,35 +61,35 @@ class CheckpointReportTest : public ::testing::Test {
                                            {"step", at::arange(1, at::kLong)}});
     ASSERT_TRUE(shard0.ok() && shard1.ok() && whole.ok());
     for (int rank = 0; rank < 2; ++rank) {
-      Value state = Value::MakeObject();
-      state.Set("stage", 0);
-      state.Set("replica", rank);
+      Value state = Value::object();
+      state["stage"] = 0;
+      state["replica"] = rank;
       std::vector<varuna::CheckpointFile> files =
           rank == 0 ? std::vector<varuna::CheckpointFile>{*shard0, *whole}
                     : std::vector<varuna::CheckpointFile>{*shard1};
       ASSERT_TRUE(varuna::WriteRankMarker(save_dir_, iteration, rank, 2, files, state).ok());
     }
-    Value layout = Value::MakeObject();
-    layout.Set("stage_to_rank_map", "0,1;");
-    layout.Set("num_stages", 1);
-    layout.Set("num_replicas", 2);
-    layout.Set("batch_size", 8);
-    layout.Set("chunk_size", 2);
-    layout.Set("sharded", true);
-    Value metadata = Value::MakeObject();
-    Value& engine = metadata.Set("engine", Value::MakeObject());
-    engine.Set("num_segments", 2);
-    engine.Set("optimizer_steps", 7);
-    Value& scaler = engine.Set("loss_scaler", Value::MakeObject());
-    scaler.Set("scale", 4096.0);
-    scaler.Set("dynamic_fp16", true);
-    Value& trainer = metadata.Set("trainer", Value::MakeObject());
-    trainer.Set("iteration", iteration);
-    trainer.Set("consumed_samples", iteration * 8);
-    trainer.Set("skipped_iterations", 1);
-    Value& model = trainer.Set("model", Value::MakeObject());
-    model.Set("num_layers", 1);
-    model.Set("hidden_size", 3);
+    Value layout = Value::object();
+    layout["stage_to_rank_map"] = "0,1;";
+    layout["num_stages"] = 1;
+    layout["num_replicas"] = 2;
+    layout["batch_size"] = 8;
+    layout["chunk_size"] = 2;
+    layout["sharded"] = true;
+    Value metadata = Value::object();
+    Value& engine = metadata["engine"] = Value::object();
+    engine["num_segments"] = 2;
+    engine["optimizer_steps"] = 7;
+    Value& scaler = engine["loss_scaler"] = Value::object();
+    scaler["scale"] = 4096.0;
+    scaler["dynamic_fp16"] = true;
+    Value& trainer = metadata["trainer"] = Value::object();
+    trainer["iteration"] = iteration;
+    trainer["consumed_samples"] = iteration * 8;
+    trainer["skipped_iterations"] = 1;
+    Value& model = trainer["model"] = Value::object();
+    model["num_layers"] = 1;
+    model["hidden_size"] = 3;
     ASSERT_TRUE(varuna::FinalizeCheckpoint(save_dir_, iteration, 2, layout, metadata).ok());
   }
 
@@ -179,7 +179,7 @@ TEST_F(CheckpointReportTest, IncompleteCheckpointIsAnErrorThatShowsWhatIsOnDisk)
   ASSERT_TRUE(varuna::BeginCheckpoint(save_dir_, 20).ok());
   auto file = varuna::WriteSegmentFile(CkptDir(20), 20, 0, 0, {{"w", at::arange(2, at::kFloat)}});
   ASSERT_TRUE(file.ok());
-  ASSERT_TRUE(varuna::WriteRankMarker(save_dir_, 20, 0, 2, {*file}, Value::MakeObject()).ok());
+  ASSERT_TRUE(varuna::WriteRankMarker(save_dir_, 20, 0, 2, {*file}, Value::object()).ok());
 
   const CheckpointInspection result = Inspect(save_dir_, 20);
   EXPECT_EQ(result.status.code(), absl::StatusCode::kDataLoss);

@@ -18,23 +18,24 @@ std::string Message(const absl::Status& status) { return std::string(status.mess
 
 // trainer.model of a 2-layer, hidden-32 model with a 100-piece vocabulary padded to 128.
 Value TinyModel() {
-  Value model = Value::MakeObject();
-  model.Set("num_layers", 2);
-  model.Set("hidden_size", 32);
-  model.Set("num_attention_heads", 2);
-  model.Set("seq_length", 16);
-  model.Set("max_position_embeddings", 24);
-  model.Set("padded_vocab_size", 128);
-  model.Set("vocab_size", 100);
-  model.Set("layernorm_epsilon", 1e-6);
-  model.Set("hidden_dropout", 0.0);
+  Value model = Value::object();
+  model["num_layers"] = 2;
+  model["hidden_size"] = 32;
+  model["num_attention_heads"] = 2;
+  model["seq_length"] = 16;
+  model["max_position_embeddings"] = 24;
+  model["padded_vocab_size"] = 128;
+  model["vocab_size"] = 100;
+  model["layernorm_epsilon"] = 1e-6;
+  model["hidden_dropout"] = 0.0;
   return model;
 }
 
 Value Metadata(const Value& model) {
-  Value metadata = Value::MakeObject();
-  metadata.Set("engine", Value::MakeObject());
-  metadata.Set("trainer", Value::MakeObject()).Set("model", model);
+  Value metadata = Value::object();
+  metadata["engine"] = Value::object();
+  metadata["trainer"] = Value::object();
+  metadata["trainer"]["model"] = model;
   return metadata;
 }
 
@@ -66,7 +67,7 @@ TEST(HfConfigTest, ReadsTheModelAndWritesGpt2Config) {
 }
 
 TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
-  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Value::MakeObject(), "ckpt_x");
+  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Value::object(), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(
@@ -74,7 +75,7 @@ TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
       AllOf(HasSubstr("ckpt_x"), HasSubstr("no model configuration"), HasSubstr("trainer.model")));
 
   Value model = TinyModel();
-  model.Set("hidden_size", "32");
+  model["hidden_size"] = "32";
   config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
@@ -83,34 +84,34 @@ TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
                     HasSubstr("\"32\""), HasSubstr("positive integer")));
 
   model = TinyModel();
-  model.Erase("padded_vocab_size");
+  model.erase("padded_vocab_size");
   config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()),
               AllOf(HasSubstr("trainer.model.padded_vocab_size"), HasSubstr("missing")));
 
   model = TinyModel();
-  model.Set("layernorm_epsilon", "small");
+  model["layernorm_epsilon"] = "small";
   config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()), HasSubstr("trainer.model.layernorm_epsilon"));
 
   model = TinyModel();
-  model.Set("hidden_size", 30);  // 2 heads of 15 would do; 4 heads do not
-  model.Set("num_attention_heads", 4);
+  model["hidden_size"] = 30;  // 2 heads of 15 would do; 4 heads do not
+  model["num_attention_heads"] = 4;
   config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()), HasSubstr("not divisible by num_attention_heads 4"));
 
   model = TinyModel();
-  model.Set("max_position_embeddings", 8);
+  model["max_position_embeddings"] = 8;
   config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()),
               HasSubstr("max_position_embeddings 8 is below seq_length 16"));
 
   model = TinyModel();
-  model.Set("vocab_size", 200);
+  model["vocab_size"] = 200;
   config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()), HasSubstr("vocab_size 200 exceeds padded_vocab_size 128"));
@@ -118,8 +119,8 @@ TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
 
 TEST(HfConfigTest, OlderCheckpointsLackVocabSizeAndEpsilon) {
   Value model = TinyModel();
-  model.Erase("vocab_size");
-  model.Erase("layernorm_epsilon");
+  model.erase("vocab_size");
+  model.erase("layernorm_epsilon");
   absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->vocab_size, 0);  // the caller asks for --vocab-size

@@ -121,13 +121,13 @@ class HfExportTest : public ::testing::Test {
         tensors.emplace_back(spec.name + ".exp_avg_sq", value.mul(value));
       }
     }
-    Value trainer = Value::MakeObject();
-    trainer.Set("iteration", iteration);
-    if (!model.is_null()) trainer.Set("model", std::move(model));
+    Value trainer = Value::object();
+    trainer["iteration"] = iteration;
+    if (!model.is_null()) trainer["model"] = std::move(model);
     if (edit) edit(&data.segments, &trainer);
-    data.metadata = Value::MakeObject();
-    data.metadata.Set("engine", Value::MakeObject());
-    data.metadata.Set("trainer", std::move(trainer));
+    data.metadata = Value::object();
+    data.metadata["engine"] = Value::object();
+    data.metadata["trainer"] = std::move(trainer);
     const absl::Status status = varuna::WriteCheckpoint(save_dir_, data);
     EXPECT_TRUE(status.ok()) << status;
     return parameters;
@@ -234,24 +234,24 @@ TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
 
   absl::StatusOr<Value> config = varuna::json::Parse(ReadText(out_ + "/config.json"));
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->Find("model_type")->as_string(), "gpt2");
-  EXPECT_EQ(*config->Find("architectures"), Value(Value::Array{"GPT2LMHeadModel"}));
-  EXPECT_EQ(config->Find("vocab_size")->as_int(), kVocab);
-  EXPECT_EQ(config->Find("n_positions")->as_int(), 16);
-  EXPECT_EQ(config->Find("n_ctx")->as_int(), 16);
-  EXPECT_EQ(config->Find("n_embd")->as_int(), kHidden);
-  EXPECT_EQ(config->Find("n_layer")->as_int(), kLayers);
-  EXPECT_EQ(config->Find("n_head")->as_int(), 2);
-  EXPECT_TRUE(config->Find("n_inner")->is_null());
-  EXPECT_EQ(config->Find("activation_function")->as_string(), "gelu_new");
-  EXPECT_DOUBLE_EQ(config->Find("layer_norm_epsilon")->as_double(), 1e-6);
-  EXPECT_DOUBLE_EQ(config->Find("resid_pdrop")->as_double(), 0.1);
-  EXPECT_DOUBLE_EQ(config->Find("attn_pdrop")->as_double(), 0.1);
-  EXPECT_TRUE(config->Find("scale_attn_weights")->as_bool());
-  EXPECT_TRUE(config->Find("tie_word_embeddings")->as_bool());
-  EXPECT_EQ(config->Find("bos_token_id")->as_int(), kVocab - 1);
-  EXPECT_EQ(config->Find("eos_token_id")->as_int(), kVocab - 1);
-  EXPECT_EQ(config->Find("torch_dtype")->as_string(), "float32");
+  EXPECT_EQ(varuna::json::Find(*config, "model_type")->get<std::string>(), "gpt2");
+  EXPECT_EQ(*varuna::json::Find(*config, "architectures"), Value::array({"GPT2LMHeadModel"}));
+  EXPECT_EQ(varuna::json::Find(*config, "vocab_size")->get<int64_t>(), kVocab);
+  EXPECT_EQ(varuna::json::Find(*config, "n_positions")->get<int64_t>(), 16);
+  EXPECT_EQ(varuna::json::Find(*config, "n_ctx")->get<int64_t>(), 16);
+  EXPECT_EQ(varuna::json::Find(*config, "n_embd")->get<int64_t>(), kHidden);
+  EXPECT_EQ(varuna::json::Find(*config, "n_layer")->get<int64_t>(), kLayers);
+  EXPECT_EQ(varuna::json::Find(*config, "n_head")->get<int64_t>(), 2);
+  EXPECT_TRUE(varuna::json::Find(*config, "n_inner")->is_null());
+  EXPECT_EQ(varuna::json::Find(*config, "activation_function")->get<std::string>(), "gelu_new");
+  EXPECT_DOUBLE_EQ(varuna::json::Find(*config, "layer_norm_epsilon")->get<double>(), 1e-6);
+  EXPECT_DOUBLE_EQ(varuna::json::Find(*config, "resid_pdrop")->get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(varuna::json::Find(*config, "attn_pdrop")->get<double>(), 0.1);
+  EXPECT_TRUE(varuna::json::Find(*config, "scale_attn_weights")->get<bool>());
+  EXPECT_TRUE(varuna::json::Find(*config, "tie_word_embeddings")->get<bool>());
+  EXPECT_EQ(varuna::json::Find(*config, "bos_token_id")->get<int64_t>(), kVocab - 1);
+  EXPECT_EQ(varuna::json::Find(*config, "eos_token_id")->get<int64_t>(), kVocab - 1);
+  EXPECT_EQ(varuna::json::Find(*config, "torch_dtype")->get<std::string>(), "float32");
 }
 
 TEST_F(HfExportTest, PicksTheNamedOrRequestedCheckpoint) {
@@ -365,8 +365,8 @@ TEST_F(HfExportTest, MissingModelConfigurationIsDataLoss) {
 
 TEST_F(HfExportTest, CheckpointWithoutVocabSizeNeedsTheFlag) {
   Value model = ModelJson(TinyConfig());
-  model.Erase("vocab_size");
-  model.Erase("layernorm_epsilon");
+  model.erase("vocab_size");
+  model.erase("layernorm_epsilon");
   const auto parameters = WriteTinyCheckpoint(3, 0.5f, TinyConfig(), model);
   absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(Options(save_dir_));
   ASSERT_FALSE(summary.ok());
@@ -391,8 +391,8 @@ TEST_F(HfExportTest, CheckpointWithoutVocabSizeNeedsTheFlag) {
                         parameters.at("wte.weight").narrow(0, 0, 90)));
   absl::StatusOr<Value> config = varuna::json::Parse(ReadText(out_ + "/config.json"));
   ASSERT_TRUE(config.ok());
-  EXPECT_EQ(config->Find("vocab_size")->as_int(), 90);
-  EXPECT_DOUBLE_EQ(config->Find("layer_norm_epsilon")->as_double(), 1e-5);
+  EXPECT_EQ(varuna::json::Find(*config, "vocab_size")->get<int64_t>(), 90);
+  EXPECT_DOUBLE_EQ(varuna::json::Find(*config, "layer_norm_epsilon")->get<double>(), 1e-5);
 }
 
 TEST_F(HfExportTest, MissingTensorIsDataLoss) {
@@ -507,9 +507,9 @@ TEST_F(HfExportTokenizerTest, CopiesTheTokenizerAndUsesItsEod) {
   EXPECT_EQ(ReadText(out_ + "/tokenizer.model"), ReadText(*model_file_));
   absl::StatusOr<Value> json = varuna::json::Parse(ReadText(out_ + "/config.json"));
   ASSERT_TRUE(json.ok());
-  EXPECT_EQ(json->Find("vocab_size")->as_int(), kTokenizerVocab);
-  EXPECT_EQ(json->Find("eos_token_id")->as_int(), 2);  // "</s>", the EOD
-  EXPECT_EQ(json->Find("bos_token_id")->as_int(), 2);
+  EXPECT_EQ(varuna::json::Find(*json, "vocab_size")->get<int64_t>(), kTokenizerVocab);
+  EXPECT_EQ(varuna::json::Find(*json, "eos_token_id")->get<int64_t>(), 2);  // "</s>", the EOD
+  EXPECT_EQ(varuna::json::Find(*json, "bos_token_id")->get<int64_t>(), 2);
   absl::StatusOr<varuna::SafetensorsFile> file =
       varuna::ReadSafetensors(out_ + "/model.safetensors");
   ASSERT_TRUE(file.ok());
@@ -519,9 +519,9 @@ TEST_F(HfExportTokenizerTest, CopiesTheTokenizerAndUsesItsEod) {
 TEST_F(HfExportTokenizerTest, RecordedTokenizerIsUsedAndSuppliesAMissingVocabSize) {
   const gpt2::Gpt2Config config = TinyConfig(kTokenizerVocab);
   Value model = ModelJson(config);
-  model.Erase("vocab_size");  // an older checkpoint
+  model.erase("vocab_size");  // an older checkpoint
   WriteTinyCheckpoint(3, 0.5f, config, model, [](std::map<int, NamedTensors>*, Value* trainer) {
-    trainer->Set("tokenizer_model", *model_file_);
+    (*trainer)["tokenizer_model"] = *model_file_;
   });
   absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(Options(save_dir_));
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -552,7 +552,7 @@ TEST_F(HfExportTokenizerTest, TokenizerProblemsAreNamed) {
   fs::remove_all(save_dir_);
   WriteTinyCheckpoint(3, 0.5f, TinyConfig(), ModelJson(TinyConfig()),
                       [this](std::map<int, NamedTensors>*, Value* trainer) {
-                        trainer->Set("tokenizer_model", root_ + "/moved.model");
+                        (*trainer)["tokenizer_model"] = root_ + "/moved.model";
                       });
   summary = ExportHuggingFace(Options(save_dir_));
   ASSERT_FALSE(summary.ok());

@@ -32,7 +32,7 @@ TEST_F(PretrainGpt2Test, LossFalls) {
   ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
   std::vector<double> val;
   for (const auto& line : r.metrics) {
-    if (const auto* v = line.Find("val_loss")) val.push_back(v->as_double());
+    if (const auto* v = varuna::json::Find(line, "val_loss")) val.push_back(v->get<double>());
   }
   ASSERT_GE(val.size(), 3u) << Describe(r);
   EXPECT_NEAR(val.front(), std::log(128.0), 0.5);  // Untrained: about ln(padded vocab).
@@ -41,14 +41,15 @@ TEST_F(PretrainGpt2Test, LossFalls) {
   const varuna::json::Value& step = r.metrics[1];  // metrics[0] is the validation at 0.
   for (const char* key : {"iteration", "consumed_samples", "lm_loss", "lr", "loss_scale",
                           "grad_norm", "skipped", "tokens_per_sec", "tflops", "mfu"}) {
-    EXPECT_NE(step.Find(key), nullptr) << key << " in " << varuna::json::Serialize(step);
+    EXPECT_NE(varuna::json::Find(step, key), nullptr)
+        << key << " in " << varuna::json::Serialize(step);
   }
-  EXPECT_EQ(step.Find("iteration")->as_int(), 1);
-  EXPECT_EQ(step.Find("consumed_samples")->as_int(), 4);
-  EXPECT_EQ(step.Find("loss_scale")->as_double(), 1.0);
+  EXPECT_EQ(varuna::json::Find(step, "iteration")->get<int64_t>(), 1);
+  EXPECT_EQ(varuna::json::Find(step, "consumed_samples")->get<int64_t>(), 4);
+  EXPECT_EQ(varuna::json::Find(step, "loss_scale")->get<double>(), 1.0);
   // --warmup=0.01 of 60 steps rounds down to no warmup: the first step runs at --lr.
-  EXPECT_EQ(step.Find("lr")->as_double(), 3e-3);
-  EXPECT_TRUE(step.Find("mfu")->is_null());  // No known peak for the CPU.
+  EXPECT_EQ(varuna::json::Find(step, "lr")->get<double>(), 3e-3);
+  EXPECT_TRUE(varuna::json::Find(step, "mfu")->is_null());  // No known peak for the CPU.
   EXPECT_THAT(r.exit.output, HasSubstr("lm loss:"));
   EXPECT_THAT(r.exit.output, HasSubstr("tokens per second:"));
   EXPECT_THAT(r.exit.output, HasSubstr("MFU: n/a"));
@@ -59,7 +60,7 @@ TEST_F(PretrainGpt2Test, HalfPrecisionTracksFp32) {
   auto final_val = [](const Result& r) {
     double last = 0;
     for (const auto& line : r.metrics) {
-      if (const auto* v = line.Find("val_loss")) last = v->as_double();
+      if (const auto* v = varuna::json::Find(line, "val_loss")) last = v->get<double>();
     }
     return last;
   };
@@ -73,10 +74,11 @@ TEST_F(PretrainGpt2Test, HalfPrecisionTracksFp32) {
   EXPECT_NEAR(final_val(fp16), final_val(fp32), 0.1);
   EXPECT_NEAR(final_val(bf16), final_val(fp32), 0.15);
   const auto& first_fp16 = fp16.metrics[1];
-  EXPECT_EQ(first_fp16.Find("loss_scale")->as_double(), 131072.0);
-  const auto* skipped = fp16.metrics[fp16.metrics.size() - 2].Find("skipped");  // Step 40.
+  EXPECT_EQ(varuna::json::Find(first_fp16, "loss_scale")->get<double>(), 131072.0);
+  const auto* skipped =
+      varuna::json::Find(fp16.metrics[fp16.metrics.size() - 2], "skipped");  // Step 40.
   ASSERT_NE(skipped, nullptr);
-  EXPECT_EQ(skipped->as_int(), 0) << Describe(fp16);
+  EXPECT_EQ(skipped->get<int64_t>(), 0) << Describe(fp16);
 }
 
 // --attention-backend: LibTorch's scaled_dot_product_attention computes the same model as the
@@ -158,9 +160,9 @@ TEST_F(PretrainGpt2Test, LaunchedPipelineMatchesOneProcess) {
   // The TFLOP/s are the job's, so MFU divides them by the peak of all its (here 4) devices.
   auto mfu_per_tflops = [](const Result& r) {
     for (auto line = r.metrics.rbegin(); line != r.metrics.rend(); ++line) {
-      const varuna::json::Value* mfu = line->Find("mfu");
+      const varuna::json::Value* mfu = varuna::json::Find(*line, "mfu");
       if (mfu != nullptr && mfu->is_number()) {
-        return mfu->as_double() / line->Find("tflops")->as_double();
+        return mfu->get<double>() / varuna::json::Find(*line, "tflops")->get<double>();
       }
     }
     return 0.0;

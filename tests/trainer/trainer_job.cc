@@ -39,8 +39,8 @@ std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std:
 std::map<int64_t, std::string> Losses(const Result& r) {
   std::map<int64_t, std::string> out;
   for (const auto& line : r.metrics) {
-    if (const auto* loss = line.Find("lm_loss")) {
-      out[line.Find("iteration")->as_int()] = varuna::json::Serialize(*loss);
+    if (const auto* loss = varuna::json::Find(line, "lm_loss")) {
+      out[varuna::json::Find(line, "iteration")->get<int64_t>()] = varuna::json::Serialize(*loss);
     }
   }
   return out;
@@ -49,8 +49,8 @@ std::map<int64_t, std::string> Losses(const Result& r) {
 std::map<int64_t, int64_t> ConsumedSamples(const Result& r) {
   std::map<int64_t, int64_t> out;
   for (const auto& line : r.metrics) {
-    if (const auto* consumed = line.Find("consumed_samples")) {
-      out[line.Find("iteration")->as_int()] = consumed->as_int();
+    if (const auto* consumed = varuna::json::Find(line, "consumed_samples")) {
+      out[varuna::json::Find(line, "iteration")->get<int64_t>()] = consumed->get<int64_t>();
     }
   }
   return out;

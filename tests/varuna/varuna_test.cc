@@ -232,15 +232,15 @@ TEST_F(VarunaTest, CheckpointRestoresTheRun) {
     straight->step(Batch(4, step)).value();
     first_half->step(Batch(4, step)).value();
   }
-  json::Value state = json::Value::MakeObject();
-  state.Set("consumed_samples", 12);
+  json::Value state = json::Value::object();
+  state["consumed_samples"] = 12;
   ASSERT_TRUE(first_half->checkpoint({dir}, 3, state).ok());
 
   auto resumed = Make(4, 2);
   absl::StatusOr<Varuna::Loaded> loaded = resumed->load_checkpoint(dir, std::nullopt);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->iteration, 3);
-  EXPECT_EQ(loaded->trainer_state.Find("consumed_samples")->as_int(), 12);
+  EXPECT_EQ(json::Find(loaded->trainer_state, "consumed_samples")->get<int64_t>(), 12);
   EXPECT_EQ(resumed->optimizer().step_count(), 3);
   for (int step = 3; step < 6; ++step) {
     const double a = straight->step(Batch(4, step))->loss;
@@ -260,7 +260,7 @@ TEST_F(VarunaTest, StagedCheckpointCompletesDuringALaterStep) {
   options.staging_dir = root + "/local";
   auto engine = Make(4, 2);
   engine->step(Batch(4, 0)).value();
-  ASSERT_TRUE(engine->checkpoint(options, 1, json::Value::MakeObject()).ok());
+  ASSERT_TRUE(engine->checkpoint(options, 1, json::Value::object()).ok());
   int64_t completed = -1;
   for (int step = 1; step < 50 && completed < 0; ++step) {
     absl::StatusOr<StepResult> r = engine->step(Batch(4, step));
@@ -272,7 +272,7 @@ TEST_F(VarunaTest, StagedCheckpointCompletesDuringALaterStep) {
   EXPECT_TRUE(VerifyCheckpoint(options.save_dir, 1, CheckpointCheck::kChecksums).ok());
   EXPECT_TRUE(std::filesystem::is_empty(options.staging_dir));  // moved, not copied
 
-  ASSERT_TRUE(engine->checkpoint(options, 2, json::Value::MakeObject()).ok());
+  ASSERT_TRUE(engine->checkpoint(options, 2, json::Value::object()).ok());
   ASSERT_TRUE(engine->finish_checkpoint().ok());
   EXPECT_TRUE(VerifyCheckpoint(options.save_dir, 2, CheckpointCheck::kChecksums).ok());
   auto resumed = Make(4, 2);
@@ -311,14 +311,14 @@ TEST_F(VarunaTest, LossScaleResumesOnlyFromFp16ToFp16) {
   poisoned["scale"][0] = std::numeric_limits<float>::infinity();
   ASSERT_TRUE(fp16->step(poisoned)->overflow);
   ASSERT_EQ(fp16->loss_scale(), 512);
-  ASSERT_TRUE(fp16->checkpoint({dir}, 1, json::Value::MakeObject()).ok());
+  ASSERT_TRUE(fp16->checkpoint({dir}, 1, json::Value::object()).ok());
   auto resumed = make(c10::kHalf);
   ASSERT_TRUE(resumed->load_checkpoint(dir, 1).ok());
   EXPECT_EQ(resumed->loss_scale(), 512);
 
   auto fp32 = make(c10::kFloat);
   ASSERT_TRUE(fp32->step(Batch(4, 2)).ok());
-  ASSERT_TRUE(fp32->checkpoint({dir}, 2, json::Value::MakeObject()).ok());
+  ASSERT_TRUE(fp32->checkpoint({dir}, 2, json::Value::object()).ok());
   auto to_fp16 = make(c10::kHalf);
   ASSERT_TRUE(to_fp16->load_checkpoint(dir, 2).ok());
   EXPECT_EQ(to_fp16->loss_scale(), 1024);

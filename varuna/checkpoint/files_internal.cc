@@ -1,5 +1,7 @@
 #include "varuna/checkpoint/files_internal.h"
 
+#include <optional>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -13,23 +15,24 @@ std::string JoinPath(absl::string_view dir, absl::string_view name) {
 }
 
 json::Value ChecksumJson(const FileChecksum& checksum) {
-  json::Value value = json::Value::MakeObject();
-  value.Set("size", checksum.size);
-  value.Set("crc32c", Crc32cToHex(checksum.crc32c));
+  json::Value value = json::Value::object();
+  value["size"] = checksum.size;
+  value["crc32c"] = Crc32cToHex(checksum.crc32c);
   return value;
 }
 
 absl::StatusOr<FileChecksum> ParseChecksum(const json::Value* value, absl::string_view what) {
-  const json::Value* size = value != nullptr ? value->Find("size") : nullptr;
-  const json::Value* crc = value != nullptr ? value->Find("crc32c") : nullptr;
+  const json::Value* size = value != nullptr ? json::Find(*value, "size") : nullptr;
+  const json::Value* crc = value != nullptr ? json::Find(*value, "crc32c") : nullptr;
+  const std::optional<int64_t> bytes = json::AsInt64(size);
   FileChecksum checksum;
-  if (size == nullptr || !size->is_int() || size->as_int() < 0 || crc == nullptr ||
-      !crc->is_string() ||
-      !absl::SimpleHexAtoi(absl::StripPrefix(crc->as_string(), "0x"), &checksum.crc32c)) {
+  if (!bytes.has_value() || *bytes < 0 || crc == nullptr || !crc->is_string() ||
+      !absl::SimpleHexAtoi(absl::StripPrefix(crc->get_ref<const std::string&>(), "0x"),
+                           &checksum.crc32c)) {
     return absl::DataLossError(
         absl::StrCat(what, " lacks a valid {\"size\": <bytes>, \"crc32c\": \"0x<hex>\"}"));
   }
-  checksum.size = static_cast<uint64_t>(size->as_int());
+  checksum.size = static_cast<uint64_t>(*bytes);
   return checksum;
 }
 
@@ -58,16 +61,15 @@ absl::StatusOr<json::Value> ReadJsonFile(const std::string& path) {
 }
 
 absl::Status CheckFormat(const json::Value& value, int64_t iteration, const std::string& path) {
-  const json::Value* version = value.Find("format_version");
-  const json::Value* saved_iteration = value.Find("iteration");
-  if (version == nullptr || !version->is_int() || version->as_int() != kCheckpointFormatVersion) {
+  const json::Value* version = json::Find(value, "format_version");
+  const json::Value* saved_iteration = json::Find(value, "iteration");
+  if (version == nullptr || json::AsInt64(*version) != kCheckpointFormatVersion) {
     return absl::DataLossError(
         absl::StrCat(path, ": format_version is ", version ? json::Serialize(*version) : "missing",
                      ", expected ", kCheckpointFormatVersion,
                      " (written by another version of this program; resume with that version)"));
   }
-  if (saved_iteration == nullptr || !saved_iteration->is_int() ||
-      saved_iteration->as_int() != iteration) {
+  if (saved_iteration == nullptr || json::AsInt64(*saved_iteration) != iteration) {
     return absl::DataLossError(absl::StrCat(
         path, ": records iteration ", saved_iteration ? json::Serialize(*saved_iteration) : "none",
         " but its directory is for iteration ", iteration));

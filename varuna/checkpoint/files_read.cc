@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -73,8 +74,9 @@ std::string MarkerSummary(const std::string& dir) {
     }
     present.push_back(rank);
     absl::StatusOr<json::Value> marker = ReadJsonFile(it->path().string());
-    const json::Value* size = marker.ok() ? marker->Find("world_size") : nullptr;
-    if (size != nullptr && size->is_int()) world_size = size->as_int();
+    const std::optional<int64_t> size =
+        marker.ok() ? json::AsInt64(json::Find(*marker, "world_size")) : std::nullopt;
+    if (size.has_value()) world_size = *size;
   }
   std::sort(present.begin(), present.end());
   if (present.empty()) return "no rank has written its marker";
@@ -102,15 +104,14 @@ absl::StatusOr<CheckpointFile> ParseFileRecord(const std::string& name, const js
   absl::StatusOr<FileChecksum> checksum = ParseChecksum(&info, what);
   if (!checksum.ok()) return checksum.status();
   record.checksum = *checksum;
-  const json::Value* segment = info.Find("segment");
-  const json::Value* rank = info.Find("rank");
-  if (segment == nullptr || !segment->is_int() || segment->as_int() < -1 ||
-      segment->as_int() > INT32_MAX || rank == nullptr || !rank->is_int() || rank->as_int() < 0 ||
-      rank->as_int() > INT32_MAX) {
+  const std::optional<int64_t> segment = json::AsInt64(json::Find(info, "segment"));
+  const std::optional<int64_t> rank = json::AsInt64(json::Find(info, "rank"));
+  if (!segment.has_value() || *segment < -1 || *segment > INT32_MAX || !rank.has_value() ||
+      *rank < 0 || *rank > INT32_MAX) {
     return absl::DataLossError(absl::StrCat(what, " lacks a valid \"segment\" and \"rank\""));
   }
-  record.segment = static_cast<int>(segment->as_int());
-  record.rank = static_cast<int>(rank->as_int());
+  record.segment = static_cast<int>(*segment);
+  record.rank = static_cast<int>(*rank);
   return record;
 }
 
@@ -141,7 +142,7 @@ absl::StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& loa
   }
   if (absl::Status s = CheckFormat(*marker, iteration, marker_path); !s.ok()) return s;
   absl::StatusOr<FileChecksum> metadata_checksum =
-      ParseChecksum(marker->Find(kCheckpointMetadataFile), marker_path);
+      ParseChecksum(json::Find(*marker, kCheckpointMetadataFile), marker_path);
   if (!metadata_checksum.ok()) return metadata_checksum.status();
 
   const std::string metadata_path = JoinPath(manifest.dir, kCheckpointMetadataFile);
@@ -165,16 +166,16 @@ absl::StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& loa
         absl::StrCat(metadata_path, " is not valid JSON: ", metadata.status().message()));
   }
   if (absl::Status s = CheckFormat(*metadata, iteration, metadata_path); !s.ok()) return s;
-  const json::Value* files = metadata->Find("files");
-  const json::Value* layout = metadata->Find("layout");
-  const json::Value* ranks = metadata->Find("ranks");
-  const json::Value* caller = metadata->Find("metadata");
+  const json::Value* files = json::Find(*metadata, "files");
+  const json::Value* layout = json::Find(*metadata, "layout");
+  const json::Value* ranks = json::Find(*metadata, "ranks");
+  const json::Value* caller = json::Find(*metadata, "metadata");
   if (files == nullptr || !files->is_object() || layout == nullptr || !layout->is_object() ||
       ranks == nullptr || !ranks->is_object() || caller == nullptr || !caller->is_object()) {
     return absl::DataLossError(absl::StrCat(
         metadata_path, " lacks the objects \"files\", \"layout\", \"ranks\" and \"metadata\""));
   }
-  for (const auto& [name, info] : files->as_object()) {
+  for (const auto& [name, info] : files->items()) {
     absl::StatusOr<CheckpointFile> record = ParseFileRecord(name, info, metadata_path);
     if (!record.ok()) return record.status();
     if (absl::Status s = CheckFile(JoinPath(manifest.dir, name), record->checksum, check);
@@ -183,7 +184,7 @@ absl::StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& loa
     }
     manifest.files.push_back(*std::move(record));
   }
-  for (const auto& [key, state] : ranks->as_object()) {
+  for (const auto& [key, state] : ranks->items()) {
     int rank;
     if (!absl::SimpleAtoi(key, &rank) || rank < 0 || !state.is_object()) {
       return absl::DataLossError(absl::StrCat(metadata_path, ": \"ranks\" has the entry \"", key,

@@ -213,16 +213,17 @@ absl::Status MoveCheckpointFile(const std::string& from_dir, const std::string& 
 absl::Status WriteRankMarker(const std::string& save_dir, int64_t iteration, int rank,
                              int world_size, const std::vector<CheckpointFile>& files,
                              const json::Value& state) {
-  json::Value marker = json::Value::MakeObject();
-  marker.Set("format_version", kCheckpointFormatVersion);
-  marker.Set("iteration", iteration);
-  marker.Set("rank", rank);
-  marker.Set("world_size", world_size);
-  json::Value& entries = marker.Set("files", json::Value::MakeObject());
+  json::Value marker = json::Value::object();
+  marker["format_version"] = kCheckpointFormatVersion;
+  marker["iteration"] = iteration;
+  marker["rank"] = rank;
+  marker["world_size"] = world_size;
+  json::Value& entries = marker["files"] = json::Value::object();
   for (const CheckpointFile& file : files) {
-    entries.Set(file.name, ChecksumJson(file.checksum)).Set("segment", file.segment);
+    json::Value& entry = entries[file.name] = ChecksumJson(file.checksum);
+    entry["segment"] = file.segment;
   }
-  marker.Set("state", state.is_null() ? json::Value::MakeObject() : state);
+  marker["state"] = state.is_null() ? json::Value::object() : state;
   const std::string dir = JoinPath(save_dir, CheckpointDirName(iteration));
   const std::string path = JoinPath(dir, RankMarkerName(rank));
   if (absl::Status s = WriteFileAtomically(path, path + ".tmp-", {json::Serialize(marker), "\n"});
@@ -235,8 +236,8 @@ absl::Status WriteRankMarker(const std::string& save_dir, int64_t iteration, int
 absl::Status FinalizeCheckpoint(const std::string& save_dir, int64_t iteration, int world_size,
                                 const json::Value& layout, const json::Value& metadata) {
   const std::string dir = JoinPath(save_dir, CheckpointDirName(iteration));
-  json::Value files = json::Value::MakeObject();
-  json::Value ranks = json::Value::MakeObject();
+  json::Value files = json::Value::object();
+  json::Value ranks = json::Value::object();
   std::vector<int> missing;
   for (int rank = 0; rank < world_size; ++rank) {
     const std::string path = JoinPath(dir, RankMarkerName(rank));
@@ -248,12 +249,12 @@ absl::Status FinalizeCheckpoint(const std::string& save_dir, int64_t iteration, 
     absl::StatusOr<json::Value> marker = ReadJsonFile(path);
     if (!marker.ok()) return marker.status();
     if (absl::Status s = CheckFormat(*marker, iteration, path); !s.ok()) return s;
-    const json::Value* entries = marker->Find("files");
-    const json::Value* state = marker->Find("state");
+    const json::Value* entries = json::Find(*marker, "files");
+    const json::Value* state = json::Find(*marker, "state");
     if (entries == nullptr || !entries->is_object() || state == nullptr || !state->is_object()) {
       return absl::DataLossError(absl::StrCat(path, " lacks \"files\" or \"state\""));
     }
-    for (const auto& [name, info] : entries->as_object()) {
+    for (const auto& [name, info] : entries->items()) {
       absl::StatusOr<FileChecksum> checksum =
           ParseChecksum(&info, absl::StrCat(path, ": file \"", name, "\""));
       if (!checksum.ok()) return checksum.status();
@@ -264,14 +265,14 @@ absl::Status FinalizeCheckpoint(const std::string& save_dir, int64_t iteration, 
         return absl::DataLossError(absl::StrCat(file_path, ", recorded by rank ", rank,
                                                 "'s marker, is missing or has another size"));
       }
-      if (files.Find(name) != nullptr) {
+      if (json::Find(files, name) != nullptr) {
         return absl::DataLossError(
             absl::StrCat(dir, ": two ranks' markers record the file ", name));
       }
-      json::Value& entry = files.Set(name, info);
-      entry.Set("rank", rank);
+      json::Value& entry = files[name] = info;
+      entry["rank"] = rank;
     }
-    ranks.Set(absl::StrCat(rank), *state);
+    ranks[absl::StrCat(rank)] = *state;
   }
   if (!missing.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -279,24 +280,23 @@ absl::Status FinalizeCheckpoint(const std::string& save_dir, int64_t iteration, 
         "] are missing (those ranks did not finish writing)"));
   }
 
-  json::Value manifest = json::Value::MakeObject();
-  manifest.Set("format_version", kCheckpointFormatVersion);
-  manifest.Set("iteration", iteration);
-  manifest.Set("layout", layout.is_null() ? json::Value::MakeObject() : layout);
-  manifest.Set("files", std::move(files));
-  manifest.Set("ranks", std::move(ranks));
-  manifest.Set("metadata", metadata.is_null() ? json::Value::MakeObject() : metadata);
+  json::Value manifest = json::Value::object();
+  manifest["format_version"] = kCheckpointFormatVersion;
+  manifest["iteration"] = iteration;
+  manifest["layout"] = layout.is_null() ? json::Value::object() : layout;
+  manifest["files"] = std::move(files);
+  manifest["ranks"] = std::move(ranks);
+  manifest["metadata"] = metadata.is_null() ? json::Value::object() : metadata;
   const std::string text = json::Serialize(manifest, /*pretty=*/true) + "\n";
   const std::string metadata_path = JoinPath(dir, kCheckpointMetadataFile);
   if (absl::Status s = WriteFileAtomically(metadata_path, metadata_path + ".tmp-", {text});
       !s.ok()) {
     return s;
   }
-  json::Value complete = json::Value::MakeObject();
-  complete.Set("format_version", kCheckpointFormatVersion);
-  complete.Set("iteration", iteration);
-  complete.Set(kCheckpointMetadataFile,
-               ChecksumJson({text.size(), Crc32c(text.data(), text.size())}));
+  json::Value complete = json::Value::object();
+  complete["format_version"] = kCheckpointFormatVersion;
+  complete["iteration"] = iteration;
+  complete[kCheckpointMetadataFile] = ChecksumJson({text.size(), Crc32c(text.data(), text.size())});
   const std::string complete_path = JoinPath(dir, kCheckpointCompleteMarker);
   if (absl::Status s = WriteFileAtomically(complete_path, complete_path + ".tmp-",
                                            {json::Serialize(complete), "\n"});
@@ -380,7 +380,7 @@ absl::Status WriteCheckpoint(const std::string& save_dir, const CheckpointData& 
     if (!value->is_null() && !value->is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint metadata and layout must be JSON objects, not ",
-                       json::Value::TypeName(value->type()), " (iteration ", data.iteration, ")"));
+                       json::TypeName(*value), " (iteration ", data.iteration, ")"));
     }
   }
   for (const auto& [segment, tensors] : data.segments) {

@@ -1,199 +1,170 @@
 #include "varuna/io/json.h"
 
-#include <cstdio>
-#include <cstdlib>
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <set>
+#include <utility>
+#include <vector>
 
-#include "varuna/io/json_utf8.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace varuna::json {
+namespace {
 
-// ---------------------------------------------------------------------------------------
-// Value
+// Thrown by the parse callback to stop the parse with our own message.
+struct RejectedInput {
+  std::string message;
+};
 
-const char* Value::TypeName(Type type) {
-  switch (type) {
-    case Type::kNull:
-      return "null";
-    case Type::kBool:
-      return "bool";
-    case Type::kInt:
-      return "int";
-    case Type::kDouble:
-      return "double";
-    case Type::kString:
-      return "string";
-    case Type::kArray:
-      return "array";
-    case Type::kObject:
-      return "object";
-  }
-  return "unknown";
-}
-
-void Value::Require(Type type, const char* what) const {
-  if (this->type() == type) return;
-  std::fprintf(stderr, "varuna::json::Value::%s called on a %s value (needs %s)\n", what,
-               TypeName(this->type()), TypeName(type));
-  std::abort();
-}
-
-bool Value::as_bool() const {
-  Require(Type::kBool, "as_bool");
-  return std::get<bool>(data_);
-}
-
-int64_t Value::as_int() const {
-  Require(Type::kInt, "as_int");
-  return std::get<int64_t>(data_);
-}
-
-double Value::as_double() const {
-  if (is_int()) return static_cast<double>(std::get<int64_t>(data_));
-  Require(Type::kDouble, "as_double");
-  return std::get<double>(data_);
-}
-
-const std::string& Value::as_string() const {
-  Require(Type::kString, "as_string");
-  return std::get<std::string>(data_);
-}
-
-const Value::Array& Value::as_array() const {
-  Require(Type::kArray, "as_array");
-  return std::get<Array>(data_);
-}
-
-Value::Array& Value::as_array() {
-  Require(Type::kArray, "as_array");
-  return std::get<Array>(data_);
-}
-
-const Value::Object& Value::as_object() const {
-  Require(Type::kObject, "as_object");
-  return std::get<Object>(data_);
-}
-
-size_t Value::size() const {
-  if (is_array()) return std::get<Array>(data_).size();
-  if (is_object()) return std::get<Object>(data_).size();
-  return 0;
-}
-
-const Value& Value::operator[](size_t i) const {
-  const Array& array = as_array();
-  if (i >= array.size()) {
-    std::fprintf(stderr, "varuna::json::Value::operator[]: index %zu out of range (size %zu)\n", i,
-                 array.size());
-    std::abort();
-  }
-  return array[i];
-}
-
-Value& Value::operator[](size_t i) {
-  return const_cast<Value&>(static_cast<const Value&>(*this)[i]);
-}
-
-const Value* Value::Find(absl::string_view key) const {
-  if (!is_object()) return nullptr;
-  for (const Member& member : std::get<Object>(data_)) {
-    if (member.first == key) return &member.second;
-  }
-  return nullptr;
-}
-
-Value* Value::Find(absl::string_view key) {
-  return const_cast<Value*>(static_cast<const Value&>(*this).Find(key));
-}
-
-Value& Value::Set(absl::string_view key, Value value) {
-  Require(Type::kObject, "Set");
-  if (Value* existing = Find(key)) {
-    *existing = std::move(value);
-    return *existing;
-  }
-  Object& object = std::get<Object>(data_);
-  object.emplace_back(std::string(key), std::move(value));
-  return object.back().second;
-}
-
-bool Value::Erase(absl::string_view key) {
-  Require(Type::kObject, "Erase");
-  Object& object = std::get<Object>(data_);
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    if (it->first == key) {
-      object.erase(it);
-      return true;
+// The parse callback: rejects what nlohmann's parser accepts but our formats must not, a key
+// repeated in one object and excessive nesting. Tracks, per open object or array, the keys seen
+// so far and where it is (for messages).
+class StrictnessCheck {
+ public:
+  bool operator()(int depth, nlohmann::detail::parse_event_t event, Value& parsed) {
+    using Event = nlohmann::detail::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        // `depth` counts the enclosing objects and arrays: 0 for the outermost one.
+        if (depth >= kMaxParseDepth) {
+          throw RejectedInput{absl::StrCat("nesting deeper than ", kMaxParseDepth, " levels")};
+        }
+        open_.push_back({event == Event::object_start, {}, std::move(next_name_), 0});
+        next_name_ = "0";  // an array's first element; an object's keys set it
+        break;
+      case Event::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!open_.back().keys.insert(key).second) {
+          throw RejectedInput{
+              absl::StrCat("duplicate object key \"", key, "\" in the object at ", Where())};
+        }
+        next_name_ = absl::StrReplaceAll(key, {{"~", "~0"}, {"/", "~1"}});
+        break;
+      }
+      case Event::object_end:
+      case Event::array_end:
+        open_.pop_back();
+        [[fallthrough]];
+      case Event::value:
+        if (!open_.empty() && !open_.back().is_object) {
+          next_name_ = absl::StrCat(++open_.back().elements);
+        }
+        break;
     }
+    return true;
   }
-  return false;
-}
 
-Value& Value::Append(Value value) {
-  Require(Type::kArray, "Append");
-  Array& array = std::get<Array>(data_);
-  array.push_back(std::move(value));
-  return array.back();
-}
+ private:
+  struct Open {
+    bool is_object;
+    std::set<std::string> keys;  // objects: the keys so far
+    std::string name;            // its key or index in its parent, escaped for a JSON pointer
+    int64_t elements;            // arrays: the elements so far
+  };
 
-// ---------------------------------------------------------------------------------------
-// UTF-8
-
-namespace internal {
-
-size_t Utf8SequenceLength(absl::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // no overlong forms
-    if (b0 == 0xED) hi = 0x9F;  // no surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    if (b0 == 0xF0) lo = 0x90;  // no overlong forms
-    if (b0 == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return 0;
+  // A JSON pointer to the innermost open object or array, "/" for the outermost.
+  std::string Where() const {
+    if (open_.size() <= 1) return "/";
+    std::string pointer;
+    for (size_t i = 1; i < open_.size(); ++i) absl::StrAppend(&pointer, "/", open_[i].name);
+    return pointer;
   }
-  if (i + n > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return n;
-}
 
-void AppendUtf8(uint32_t code_point, std::string* out) {
-  if (code_point < 0x80) {
-    out->push_back(static_cast<char>(code_point));
-  } else if (code_point < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (code_point >> 6)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else if (code_point < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (code_point >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (code_point >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
+  std::vector<Open> open_;
+  std::string next_name_;  // the name of the value that comes next
+};
+
+}  // namespace
+
+absl::StatusOr<Value> Parse(absl::string_view text) {
+  StrictnessCheck check;
+  try {
+    return Value::parse(text.begin(), text.end(), std::ref(check));
+  } catch (const RejectedInput& rejected) {
+    return absl::InvalidArgumentError(rejected.message);
+  } catch (const nlohmann::json::parse_error& error) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 0: <problem>": nlohmann's
+    // column is off after a newline, so the location is recomputed from the byte offset of the
+    // last character read (error.byte, 1-based).
+    absl::string_view problem = error.what();
+    if (const size_t end = problem.find(": "); end != absl::string_view::npos) {
+      problem.remove_prefix(end + 2);
+    }
+    const size_t offset = std::min<size_t>(error.byte > 0 ? error.byte - 1 : 0, text.size());
+    const absl::string_view before = text.substr(0, offset);
+    const size_t line_start = before.rfind('\n') + 1;  // 0 when there is no newline
+    return absl::InvalidArgumentError(
+        absl::StrCat("line ", 1 + std::count(before.begin(), before.end(), '\n'), ", column ",
+                     offset - line_start + 1, ": ", problem));
+  } catch (const nlohmann::json::exception& error) {
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'": the problem only.
+    absl::string_view problem = error.what();
+    if (const size_t end = problem.find("] "); end != absl::string_view::npos) {
+      problem.remove_prefix(end + 2);
+    }
+    return absl::InvalidArgumentError(problem);
   }
 }
 
-}  // namespace internal
+std::string Serialize(const Value& value, bool pretty) {
+  return value.dump(pretty ? 2 : -1, ' ', /*ensure_ascii=*/false,
+                    nlohmann::json::error_handler_t::replace);
+}
+
+const Value* Find(const Value& object, absl::string_view key) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(std::string(key));
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::optional<int64_t> AsInt64(const Value& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<int64_t> AsInt64(const Value* value) {
+  return value != nullptr ? AsInt64(*value) : std::nullopt;
+}
+
+const char* TypeName(const Value& value) {
+  switch (value.type()) {
+    case Value::value_t::null:
+      return "null";
+    case Value::value_t::boolean:
+      return "bool";
+    case Value::value_t::number_integer:
+    case Value::value_t::number_unsigned:
+      return "int";
+    case Value::value_t::number_float:
+      return "double";
+    case Value::value_t::string:
+      return "string";
+    case Value::value_t::array:
+      return "array";
+    case Value::value_t::object:
+      return "object";
+    default:
+      return value.type_name();  // binary, discarded: never parsed or built here
+  }
+}
 
 bool IsValidUtf8(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = internal::Utf8SequenceLength(s, i);
-    if (n == 0) return false;
-    i += n;
+  // nlohmann's strict serializer throws exactly on invalid UTF-8.
+  try {
+    Value(std::string(s)).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
   }
-  return true;
 }
 
 }  // namespace varuna::json

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -119,26 +120,21 @@ absl::StatusOr<WritePlan> PlanWrite(absl::string_view target, const NamedTensors
                      return *a.name < *b.name;
                    });
 
-  // Names are unique (and the metadata map's keys sorted and unique), so build the member
-  // lists directly instead of with Set's linear search.
-  json::Value::Object members;
+  json::Value header = json::Value::object();
   if (!metadata.empty()) {
-    json::Value::Object entries;
-    for (const auto& [key, value] : metadata) entries.emplace_back(key, value);
-    members.emplace_back("__metadata__", json::Value(std::move(entries)));
+    json::Value& entries = header["__metadata__"] = json::Value::object();
+    for (const auto& [key, value] : metadata) entries[key] = value;
   }
   uint64_t offset = 0;
   for (const PlannedTensor& planned : plan.tensors) {
-    json::Value info = json::Value::MakeObject();
-    info.Set("dtype", planned.dtype->name);
-    json::Value::Array shape;
-    for (int64_t size : planned.tensor->sizes()) shape.emplace_back(size);
-    info.Set("shape", std::move(shape));
-    info.Set("data_offsets", json::Value::Array{offset, offset + planned.bytes});
+    json::Value info = json::Value::object();
+    info["dtype"] = planned.dtype->name;
+    info["shape"] = planned.tensor->sizes().vec();
+    info["data_offsets"] = json::Value::array({offset, offset + planned.bytes});
     offset += planned.bytes;
-    members.emplace_back(*planned.name, std::move(info));
+    header[*planned.name] = std::move(info);
   }
-  plan.header = json::Serialize(json::Value(std::move(members)));
+  plan.header = json::Serialize(header);
   plan.header.append((8 - plan.header.size() % 8) % 8, ' ');
   return plan;
 }
@@ -223,20 +219,21 @@ struct TensorEntry {
 
 // A non-negative JSON integer, or an error naming `what`.
 absl::StatusOr<uint64_t> NonNegativeInt(const json::Value& value, absl::string_view what) {
-  if (!value.is_int() || value.as_int() < 0) {
+  const std::optional<int64_t> n = json::AsInt64(value);
+  if (!n.has_value() || *n < 0) {
     return absl::DataLossError(
         absl::StrCat(what, " must be a non-negative integer, found ", json::Serialize(value)));
   }
-  return static_cast<uint64_t>(value.as_int());
+  return static_cast<uint64_t>(*n);
 }
 
 absl::StatusOr<TensorEntry> ParseTensorEntry(const std::string& name, const json::Value& info) {
   const std::string where = absl::StrCat("tensor \"", name, "\"");
   if (!info.is_object()) {
     return absl::DataLossError(
-        absl::StrCat(where, " must map to an object, found ", json::Value::TypeName(info.type())));
+        absl::StrCat(where, " must map to an object, found ", json::TypeName(info)));
   }
-  for (const auto& [field, unused] : info.as_object()) {
+  for (const auto& [field, unused] : info.items()) {
     if (field != "dtype" && field != "shape" && field != "data_offsets") {
       return absl::DataLossError(absl::StrCat(where, " has unknown field \"", field,
                                               "\" (expected dtype, shape, data_offsets)"));
@@ -244,22 +241,23 @@ absl::StatusOr<TensorEntry> ParseTensorEntry(const std::string& name, const json
   }
   TensorEntry entry;
   entry.name = name;
-  const json::Value* dtype = info.Find("dtype");
+  const json::Value* dtype = json::Find(info, "dtype");
   if (dtype == nullptr || !dtype->is_string()) {
     return absl::DataLossError(absl::StrCat(where, " has no string field \"dtype\""));
   }
-  entry.dtype = DtypeByName(dtype->as_string());
+  entry.dtype = DtypeByName(dtype->get_ref<const std::string&>());
   if (entry.dtype == nullptr) {
-    return absl::DataLossError(absl::StrCat(where, " has unsupported dtype \"", dtype->as_string(),
+    return absl::DataLossError(absl::StrCat(where, " has unsupported dtype \"",
+                                            dtype->get_ref<const std::string&>(),
                                             "\"; supported: ", SupportedDtypeNames()));
   }
-  const json::Value* shape = info.Find("shape");
+  const json::Value* shape = json::Find(info, "shape");
   if (shape == nullptr || !shape->is_array()) {
     return absl::DataLossError(absl::StrCat(where, " has no array field \"shape\""));
   }
   uint64_t numel = 1;
   bool overflow = false;
-  for (const json::Value& size : shape->as_array()) {
+  for (const json::Value& size : *shape) {
     absl::StatusOr<uint64_t> dim = NonNegativeInt(size, absl::StrCat(where, ": each shape entry"));
     if (!dim.ok()) return dim.status();
     entry.shape.push_back(static_cast<int64_t>(*dim));
@@ -267,7 +265,7 @@ absl::StatusOr<TensorEntry> ParseTensorEntry(const std::string& name, const json
   }
   uint64_t bytes = 0;
   overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(entry.dtype->item_size), &bytes);
-  const json::Value* offsets = info.Find("data_offsets");
+  const json::Value* offsets = json::Find(info, "data_offsets");
   if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2) {
     return absl::DataLossError(
         absl::StrCat(where, " has no field \"data_offsets\" of the form [begin, end]"));
@@ -281,10 +279,10 @@ absl::StatusOr<TensorEntry> ParseTensorEntry(const std::string& name, const json
         absl::StrCat(where, ": data_offsets [", *begin, ", ", *end, "] end before they begin"));
   }
   if (overflow || *end - *begin != bytes) {
-    return absl::DataLossError(
-        absl::StrCat(where, ": data_offsets [", *begin, ", ", *end, "] hold ", *end - *begin,
-                     " bytes but ", dtype->as_string(), " ", json::Serialize(*shape), " needs ",
-                     overflow ? std::string("more than 2^64") : absl::StrCat(bytes)));
+    return absl::DataLossError(absl::StrCat(
+        where, ": data_offsets [", *begin, ", ", *end, "] hold ", *end - *begin, " bytes but ",
+        dtype->get_ref<const std::string&>(), " ", json::Serialize(*shape), " needs ",
+        overflow ? std::string("more than 2^64") : absl::StrCat(bytes)));
   }
   entry.begin = *begin;
   entry.end = *end;
@@ -324,18 +322,18 @@ absl::StatusOr<SafetensorsFile> ReadFrom(Source& source) {
 
   SafetensorsFile file;
   std::vector<TensorEntry> entries;
-  for (const auto& [name, info] : parsed->as_object()) {
+  for (const auto& [name, info] : parsed->items()) {
     if (name == "__metadata__") {
       if (!info.is_object()) {
         return absl::DataLossError("\"__metadata__\" must be an object of strings");
       }
-      for (const auto& [key, value] : info.as_object()) {
+      for (const auto& [key, value] : info.items()) {
         if (!value.is_string()) {
           return absl::DataLossError(absl::StrCat("\"__metadata__\" entry \"", key,
                                                   "\" must be a string, found ",
-                                                  json::Value::TypeName(value.type())));
+                                                  json::TypeName(value)));
         }
-        file.metadata[key] = value.as_string();
+        file.metadata[key] = value.get_ref<const std::string&>();
       }
       continue;
     }

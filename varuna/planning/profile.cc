@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,46 +49,46 @@ absl::Status ValidateCurve(const CostCurve& curve, const std::string& name) {
 // ---- JSON encoding ----------------------------------------------------------------------
 
 Value CurveJson(const CostCurve& curve) {
-  Value points = Value::MakeArray();
-  for (const auto& [bytes, ms] : curve.points) points.Append(Value::Array{bytes, ms});
+  Value points = Value::array();
+  for (const auto& [bytes, ms] : curve.points) points.push_back(Value::array({bytes, ms}));
   return points;
 }
 
 Value ProfileJson(const Profile& p) {
-  Value out = Value::MakeObject();
-  out.Set("model", p.model);
-  out.Set("device", p.device);
-  out.Set("dtype", p.dtype);
-  out.Set("num_segments", p.num_segments);
-  out.Set("send_within_node", CurveJson(p.send_within_node));
-  out.Set("send_across_nodes", CurveJson(p.send_across_nodes));
-  Value allreduce = Value::MakeObject();
-  for (const auto& [ring, curve] : p.allreduce) allreduce.Set(absl::StrCat(ring), CurveJson(curve));
-  out.Set("allreduce", std::move(allreduce));
+  Value out = Value::object();
+  out["model"] = p.model;
+  out["device"] = p.device;
+  out["dtype"] = p.dtype;
+  out["num_segments"] = p.num_segments;
+  out["send_within_node"] = CurveJson(p.send_within_node);
+  out["send_across_nodes"] = CurveJson(p.send_across_nodes);
+  Value allreduce = Value::object();
+  for (const auto& [ring, curve] : p.allreduce) allreduce[absl::StrCat(ring)] = CurveJson(curve);
+  out["allreduce"] = std::move(allreduce);
   return out;
 }
 
 Value SegmentJson(const Profile& p, int k) {
-  Value out = Value::MakeObject();
-  out.Set("segment", k);
-  out.Set("parameter_count", p.statics[k].parameter_count);
-  out.Set("state_bytes", p.statics[k].state_bytes);
-  out.Set("optimizer_ms", p.statics[k].optimizer_ms);
-  out.Set("gradient_ms", p.statics[k].gradient_ms);
-  out.Set("bucket_ms", p.statics[k].bucket_ms);
-  Value sizes = Value::MakeArray();
+  Value out = Value::object();
+  out["segment"] = k;
+  out["parameter_count"] = p.statics[k].parameter_count;
+  out["state_bytes"] = p.statics[k].state_bytes;
+  out["optimizer_ms"] = p.statics[k].optimizer_ms;
+  out["gradient_ms"] = p.statics[k].gradient_ms;
+  out["bucket_ms"] = p.statics[k].bucket_ms;
+  Value sizes = Value::array();
   for (const auto& [b, m] : p.compute[k]) {
-    Value entry = Value::MakeObject();
-    entry.Set("micro_batch_size", b);
-    entry.Set("forward_ms", m.forward_ms);
-    entry.Set("backward_ms", m.backward_ms);
-    entry.Set("recompute_ms", m.recompute_ms);
-    entry.Set("activation_memory_bytes", m.activation_memory_bytes);
-    entry.Set("output_bytes", m.output_bytes);
-    entry.Set("stash_bytes", m.stash_bytes);
-    sizes.Append(std::move(entry));
+    Value entry = Value::object();
+    entry["micro_batch_size"] = b;
+    entry["forward_ms"] = m.forward_ms;
+    entry["backward_ms"] = m.backward_ms;
+    entry["recompute_ms"] = m.recompute_ms;
+    entry["activation_memory_bytes"] = m.activation_memory_bytes;
+    entry["output_bytes"] = m.output_bytes;
+    entry["stash_bytes"] = m.stash_bytes;
+    sizes.push_back(std::move(entry));
   }
-  out.Set("micro_batches", std::move(sizes));
+  out["micro_batches"] = std::move(sizes);
   return out;
 }
 
@@ -103,32 +104,39 @@ class Reader {
                                                    ": fix or delete the file and profile again"));
   }
 
-  absl::StatusOr<const Value*> Field(const Value& object, const std::string& key, Value::Type type,
-                                     const std::string& where) const {
-    const Value* v = object.Find(key);
+  // `type` is a json::TypeName ("int", "string", "array", "object"), or "double" for any
+  // number.
+  absl::StatusOr<const Value*> Field(const Value& object, const std::string& key,
+                                     absl::string_view type, const std::string& where) const {
+    const Value* v = json::Find(object, key);
     if (v == nullptr) return Error(where + "\"" + key + "\"", "is missing");
-    const bool ok = type == Value::Type::kDouble ? v->is_number() : v->type() == type;
+    const bool ok = type == "double" ? v->is_number() : type == json::TypeName(*v);
     if (!ok) {
-      return Error(where + "\"" + key + "\"", absl::StrCat("is a ", Value::TypeName(v->type()),
-                                                           ", expected a ", Value::TypeName(type)));
+      return Error(where + "\"" + key + "\"",
+                   absl::StrCat("is a ", json::TypeName(*v), ", expected a ", type));
     }
     return v;
   }
 
   absl::Status Int(const Value& object, const std::string& key, const std::string& where,
                    int64_t& out) const {
-    absl::StatusOr<const Value*> v = Field(object, key, Value::Type::kInt, where);
+    absl::StatusOr<const Value*> v = Field(object, key, "int", where);
     if (!v.ok()) return v.status();
-    out = (*v)->as_int();
+    const std::optional<int64_t> n = json::AsInt64(**v);
+    if (!n.has_value()) {
+      return Error(where + "\"" + key + "\"",
+                   absl::StrCat("= ", json::Serialize(**v), " is too large"));
+    }
+    out = *n;
     if (out < 0) return Error(where + "\"" + key + "\"", absl::StrCat("= ", out, " is negative"));
     return absl::OkStatus();
   }
 
   absl::Status Ms(const Value& object, const std::string& key, const std::string& where,
                   double& out) const {
-    absl::StatusOr<const Value*> v = Field(object, key, Value::Type::kDouble, where);
+    absl::StatusOr<const Value*> v = Field(object, key, "double", where);
     if (!v.ok()) return v.status();
-    out = (*v)->as_double();
+    out = (*v)->get<double>();
     if (!ValidTime(out)) {
       return Error(where + "\"" + key + "\"", absl::StrCat("= ", out, " ms is negative"));
     }
@@ -136,9 +144,9 @@ class Reader {
   }
 
   absl::Status String(const Value& object, const std::string& key, std::string& out) const {
-    absl::StatusOr<const Value*> v = Field(object, key, Value::Type::kString, "");
+    absl::StatusOr<const Value*> v = Field(object, key, "string", "");
     if (!v.ok()) return v.status();
-    out = (*v)->as_string();
+    out = (*v)->get<std::string>();
     return absl::OkStatus();
   }
 
@@ -146,10 +154,12 @@ class Reader {
     if (!value.is_array()) return Error(where, "is not an array of [bytes, ms] pairs");
     for (size_t j = 0; j < value.size(); ++j) {
       const Value& point = value[j];
-      if (!point.is_array() || point.size() != 2 || !point[0].is_int() || !point[1].is_number()) {
+      const std::optional<int64_t> bytes =
+          point.is_array() && point.size() == 2 ? json::AsInt64(point[0]) : std::nullopt;
+      if (!bytes.has_value() || !point[1].is_number()) {
         return Error(absl::StrCat(where, "[", j, "]"), "is not a [bytes, ms] pair");
       }
-      out.points.emplace_back(point[0].as_int(), point[1].as_double());
+      out.points.emplace_back(*bytes, point[1].get<double>());
     }
     if (absl::Status s = ValidateCurve(out, where); !s.ok()) {
       return Error("", std::string(s.message()));
@@ -172,7 +182,7 @@ absl::StatusOr<Value> ParseFile(const std::string& path) {
   }
   if (!value->is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " holds a JSON ", Value::TypeName(value->type()),
+        absl::StrCat(path, " holds a JSON ", json::TypeName(*value),
                      ", expected an object: fix or delete the file and profile again"));
   }
   return value;
@@ -193,10 +203,10 @@ absl::Status ReadSegment(const Value& root, const std::string& path, int k, Prof
   for (const auto& [name, field] : {std::make_pair("optimizer_ms", &SegmentStatic::optimizer_ms),
                                     std::make_pair("gradient_ms", &SegmentStatic::gradient_ms),
                                     std::make_pair("bucket_ms", &SegmentStatic::bucket_ms)}) {
-    if (root.Find(name) == nullptr) continue;
+    if (json::Find(root, name) == nullptr) continue;
     if (absl::Status s = r.Ms(root, name, "", p.statics[k].*field); !s.ok()) return s;
   }
-  absl::StatusOr<const Value*> sizes = r.Field(root, "micro_batches", Value::Type::kArray, "");
+  absl::StatusOr<const Value*> sizes = r.Field(root, "micro_batches", "array", "");
   if (!sizes.ok()) return sizes.status();
   for (size_t j = 0; j < (*sizes)->size(); ++j) {
     const Value& entry = (**sizes)[j];
@@ -376,13 +386,13 @@ absl::StatusOr<Profile> ReadProfile(const std::string& dir) {
   p.num_segments = static_cast<int>(num_segments);
   for (auto [key, out] : {std::make_pair("send_within_node", &p.send_within_node),
                           std::make_pair("send_across_nodes", &p.send_across_nodes)}) {
-    absl::StatusOr<const Value*> v = r.Field(*root, key, Value::Type::kArray, "");
+    absl::StatusOr<const Value*> v = r.Field(*root, key, "array", "");
     if (!v.ok()) return v.status();
     if (absl::Status s = r.Curve(**v, key, *out); !s.ok()) return s;
   }
-  absl::StatusOr<const Value*> allreduce = r.Field(*root, "allreduce", Value::Type::kObject, "");
+  absl::StatusOr<const Value*> allreduce = r.Field(*root, "allreduce", "object", "");
   if (!allreduce.ok()) return allreduce.status();
-  for (const auto& [key, value] : (*allreduce)->as_object()) {
+  for (const auto& [key, value] : (*allreduce)->items()) {
     int ring = 0;
     if (!absl::SimpleAtoi(key, &ring) || ring < 2) {
       return r.Error(absl::StrCat("\"allreduce\" key \"", key, "\""), "is not a ring size >= 2");

@@ -159,7 +159,7 @@ RankCheckpoint Share(const std::vector<Entry>& entries, int num_segments, const 
   share.iteration = iteration;
   share.rank = rank;
   share.world_size = world;
-  share.state = json::Value::MakeObject();
+  share.state = json::Value::object();
   for (int segment = 0; segment < num_segments; ++segment) {
     auto it = mine.find(segment);
     if (it == mine.end() && rank != 0) continue;
@@ -272,8 +272,8 @@ absl::Status RunWorker(const std::map<std::string, std::string>& args) {
       for (int r = 0; r < world; ++r)
         markers.push_back(save + "/" + CheckpointDirName(iteration) + "/" + RankMarkerName(r));
       if (absl::Status status = WaitForFiles(markers, "rank markers"); !status.ok()) return status;
-      if (absl::Status status = FinalizeCheckpoint(
-              save, iteration, world, json::Value::MakeObject(), json::Value::MakeObject());
+      if (absl::Status status = FinalizeCheckpoint(save, iteration, world, json::Value::object(),
+                                                   json::Value::object());
           !status.ok()) {
         return status;
       }

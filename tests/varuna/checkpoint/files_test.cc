@@ -63,11 +63,11 @@ class CheckpointFilesTest : public ::testing::Test {
   static CheckpointData MakeData(int64_t iteration, float seed) {
     CheckpointData data;
     data.iteration = iteration;
-    data.metadata = json::Value::MakeObject();
-    data.metadata.Set("consumed_samples", iteration * 8);
-    data.metadata.Set("lr", 6e-4);
-    json::Value& scaler = data.metadata.Set("loss_scaler", json::Value::MakeObject());
-    scaler.Set("scale", 65536.0);
+    data.metadata = json::Value::object();
+    data.metadata["consumed_samples"] = iteration * 8;
+    data.metadata["lr"] = 6e-4;
+    json::Value& scaler = data.metadata["loss_scaler"] = json::Value::object();
+    scaler["scale"] = 65536.0;
     data.segments[0] = {
         {"wte.weight", at::arange(6, at::kFloat).reshape({2, 3}).add(seed)},
         {"wte.weight.exp_avg", at::arange(6, at::kFloat).reshape({2, 3}).mul(seed)}};
@@ -128,17 +128,17 @@ TEST_F(CheckpointFilesTest, WriteThenReadRoundTrips) {
   // metadata.json records every file's size and checksum, and the caller's metadata.
   absl::StatusOr<json::Value> metadata = json::Parse(ReadText(CkptDir(5) + "/metadata.json"));
   ASSERT_TRUE(metadata.ok());
-  EXPECT_EQ(metadata->Find("format_version")->as_int(), 2);
-  EXPECT_EQ(metadata->Find("iteration")->as_int(), 5);
-  const json::Value* file = metadata->Find("files")->Find("segment_001.safetensors");
+  EXPECT_EQ(json::Find(*metadata, "format_version")->get<int64_t>(), 2);
+  EXPECT_EQ(json::Find(*metadata, "iteration")->get<int64_t>(), 5);
+  const json::Value* file = json::Find(*json::Find(*metadata, "files"), "segment_001.safetensors");
   ASSERT_NE(file, nullptr);
-  EXPECT_EQ(file->Find("size")->as_int(),
+  EXPECT_EQ(json::Find(*file, "size")->get<int64_t>(),
             static_cast<int64_t>(fs::file_size(CkptDir(5) + "/segment_001.safetensors")));
-  EXPECT_EQ(file->Find("crc32c")->as_string(),
+  EXPECT_EQ(json::Find(*file, "crc32c")->get<std::string>(),
             Crc32cToHex(ChecksumFile(CkptDir(5) + "/segment_001.safetensors")->crc32c));
-  EXPECT_EQ(file->Find("segment")->as_int(), 1);
-  EXPECT_EQ(file->Find("rank")->as_int(), 0);
-  EXPECT_EQ(*metadata->Find("metadata"), data.metadata);
+  EXPECT_EQ(json::Find(*file, "segment")->get<int64_t>(), 1);
+  EXPECT_EQ(json::Find(*file, "rank")->get<int64_t>(), 0);
+  EXPECT_EQ(*json::Find(*metadata, "metadata"), data.metadata);
   EXPECT_TRUE(VerifyCheckpoint(save_dir_, 5, CheckpointCheck::kChecksums).ok());
 }
 
@@ -375,8 +375,8 @@ TEST_F(CheckpointFilesTest, RanksWriteShardsThatMergeOnRead) {
   absl::StatusOr<CheckpointFile> other = WriteSegmentFile(dir, 4, 1, -1, {{"c", c}});
   ASSERT_TRUE(shard0.ok() && shard1.ok() && other.ok());
   EXPECT_EQ(shard1->name, "segment_000.shard_1.safetensors");
-  json::Value state0 = json::Value::MakeObject();
-  state0.Set("rng", "r0");
+  json::Value state0 = json::Value::object();
+  state0["rng"] = "r0";
   ASSERT_TRUE(WriteRankMarker(save_dir_, 4, 0, 2, {*shard0, *other}, state0).ok());
 
   // Without rank 1's marker the checkpoint cannot be completed and is not loadable.
@@ -389,11 +389,11 @@ TEST_F(CheckpointFilesTest, RanksWriteShardsThatMergeOnRead) {
               AllOf(HasSubstr(dir + "/COMPLETE is missing"),
                     HasSubstr("markers from ranks [0] of 2 are present; missing: [1]")));
 
-  json::Value state1 = json::Value::MakeObject();
-  state1.Set("rng", "r1");
+  json::Value state1 = json::Value::object();
+  state1["rng"] = "r1";
   ASSERT_TRUE(WriteRankMarker(save_dir_, 4, 1, 2, {*shard1}, state1).ok());
-  json::Value layout = json::Value::MakeObject();
-  layout.Set("num_replicas", 2);
+  json::Value layout = json::Value::object();
+  layout["num_replicas"] = 2;
   ASSERT_TRUE(FinalizeCheckpoint(save_dir_, 4, 2, layout, json::Value()).ok());
   absl::StatusOr<CheckpointData> read = ReadCheckpoint(save_dir_, 4, {0});
   ASSERT_TRUE(read.ok()) << read.status();

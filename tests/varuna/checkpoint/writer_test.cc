@@ -42,7 +42,7 @@ class CheckpointWriterTest : public ::testing::Test {
     share.iteration = iteration;
     share.parts.push_back({0, -1, {{"w", at::full({1000}, value)}}});
     share.parts.push_back({1, -1, {{"v", at::full({10}, value)}}});
-    share.state = json::Value::MakeObject();
+    share.state = json::Value::object();
     return share;
   }
 
