@@ -1,8 +1,5 @@
 #include "data/indexed_dataset.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "varuna/io/mapped_file.h"
 
 namespace data {
 namespace {
@@ -107,43 +105,17 @@ int64_t FindBadTokenOf(TokenDtype dtype, const char* data, int64_t count, int64_
   return at;
 }
 
-// A read-only mapping of a whole file; empty files map to nullptr.
-struct Mapping {
-  const char* data = nullptr;
-  size_t size = 0;
-};
-
-absl::StatusOr<Mapping> MapFile(const std::string& path, const std::string& prefix) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    const std::string message =
-        absl::StrCat("cannot open dataset file ", path, ": ", std::strerror(error),
-                     "; check the dataset prefix '", prefix,
-                     "' (it names <prefix>.bin and <prefix>.idx) or create the dataset with "
-                     "//data:preprocess_data");
-    return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(error)));
-  }
-  Mapping mapping;
-  mapping.size = static_cast<size_t>(st.st_size);
-  if (mapping.size > 0) {
-    void* p = ::mmap(nullptr, mapping.size, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      const int error = errno;
-      ::close(fd);
-      return absl::InternalError(
-          absl::StrCat("cannot memory-map ", path, ": ", std::strerror(error)));
-    }
-    mapping.data = static_cast<const char*>(p);
-  }
-  ::close(fd);  // the mapping stays valid
-  return mapping;
+// Maps one of the dataset's files; a failure says which dataset file and how to fix it.
+absl::StatusOr<varuna::MappedFile> MapDatasetFile(const std::string& path,
+                                                  const std::string& prefix) {
+  absl::StatusOr<varuna::MappedFile> file = varuna::MappedFile::Open(path);
+  if (file.ok()) return file;
+  return absl::Status(
+      file.status().code(),
+      absl::StrCat("cannot open dataset file ", file.status().message(),
+                   "; check the dataset prefix '", prefix,
+                   "' (it names <prefix>.bin and <prefix>.idx) or create the dataset with "
+                   "//data:preprocess_data"));
 }
 
 uint64_t Fnv1a64(const char* data, size_t size) {
@@ -320,17 +292,15 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::
   std::unique_ptr<IndexedDataset> dataset(new IndexedDataset());
   dataset->prefix_ = prefix;
 
-  absl::StatusOr<Mapping> idx = MapFile(idx_path, prefix);
+  absl::StatusOr<varuna::MappedFile> idx = MapDatasetFile(idx_path, prefix);
   if (!idx.ok()) return idx.status();
-  dataset->idx_ = idx->data;
-  dataset->idx_size_ = idx->size;
-  absl::StatusOr<Mapping> bin = MapFile(bin_path, prefix);
+  dataset->idx_ = *std::move(idx);
+  absl::StatusOr<varuna::MappedFile> bin = MapDatasetFile(bin_path, prefix);
   if (!bin.ok()) return bin.status();
-  dataset->bin_ = bin->data;
-  dataset->bin_size_ = bin->size;
+  dataset->bin_ = *std::move(bin);
 
-  const char* p = dataset->idx_;
-  const size_t size = dataset->idx_size_;
+  const char* p = dataset->idx_.data();
+  const size_t size = dataset->idx_.size();
   auto corrupt = [&](const std::string& problem) {
     return absl::DataLossError(absl::StrCat(idx_path, ": ", problem, "; ", kRebuild));
   };
@@ -391,18 +361,18 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::
                                   item, " bytes): pointers are not consistent with the lengths"));
     }
     expected_pointer += static_cast<int64_t>(length) * item;
-    if (static_cast<uint64_t>(expected_pointer) > dataset->bin_size_) {
+    if (static_cast<uint64_t>(expected_pointer) > dataset->bin_.size()) {
       return absl::DataLossError(
           absl::StrCat(bin_path, " is too short: sequence ", i, " ends at byte ", expected_pointer,
-                       " (pointer outside the .bin) but the file has ", dataset->bin_size_,
+                       " (pointer outside the .bin) but the file has ", dataset->bin_.size(),
                        " bytes (truncated copy?); ", kRebuild));
     }
   }
-  if (static_cast<uint64_t>(expected_pointer) != dataset->bin_size_) {
-    return absl::DataLossError(
-        absl::StrCat(bin_path, " has ", dataset->bin_size_, " bytes but ", idx_path, " describes ",
-                     expected_pointer / item, " tokens of ", item, " bytes = ", expected_pointer,
-                     " bytes (the .bin and .idx do not belong together?); ", kRebuild));
+  if (static_cast<uint64_t>(expected_pointer) != dataset->bin_.size()) {
+    return absl::DataLossError(absl::StrCat(
+        bin_path, " has ", dataset->bin_.size(), " bytes but ", idx_path, " describes ",
+        expected_pointer / item, " tokens of ", item, " bytes = ", expected_pointer,
+        " bytes (the .bin and .idx do not belong together?); ", kRebuild));
   }
   dataset->num_tokens_ = expected_pointer / item;
 
@@ -432,7 +402,7 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::
     for (uint64_t i = 0; i < sequences; ++i) {
       const int64_t length = Load<int32_t>(dataset->lengths_ + 4 * i);
       int64_t id = 0;
-      const int64_t at = FindBadTokenOf(dataset->dtype_, dataset->bin_ + dataset->pointer(i),
+      const int64_t at = FindBadTokenOf(dataset->dtype_, dataset->bin_.data() + dataset->pointer(i),
                                         length, vocab_size, &id);
       if (at >= 0) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -444,13 +414,8 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::
     }
   }
 
-  dataset->fingerprint_ = Fnv1a64(dataset->idx_, dataset->idx_size_);
+  dataset->fingerprint_ = Fnv1a64(dataset->idx_.data(), dataset->idx_.size());
   return dataset;
-}
-
-IndexedDataset::~IndexedDataset() {
-  if (idx_ != nullptr) ::munmap(const_cast<char*>(idx_), idx_size_);
-  if (bin_ != nullptr) ::munmap(const_cast<char*>(bin_), bin_size_);
 }
 
 int64_t IndexedDataset::pointer(int64_t sequence) const {
@@ -473,7 +438,7 @@ void IndexedDataset::Read(int64_t sequence, int64_t offset, int64_t count, int32
   }
   if (count == 0) return;
   const int item = TokenDtypeSize(dtype_);
-  const char* src = bin_ + pointer(sequence) + offset * item;
+  const char* src = bin_.data() + pointer(sequence) + offset * item;
   VisitDtype(dtype_, [&](auto tag) { Convert<decltype(tag)>(src, count, out); });
 }
 

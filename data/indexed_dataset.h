@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "varuna/io/mapped_file.h"
 
 namespace data {
 
@@ -97,13 +98,13 @@ class IndexedDataset {
   // dataset: magic, version, dtype, sizes, lengths, pointers, document index, .bin size.
   // If vocab_size > 0 it also scans every token and fails if one is negative or
   // >= vocab_size (the data was made with another tokenizer); 0 skips that scan.
-  // Errors name the file, the problem and the fix: NotFound for a missing file, DataLoss for
-  // a corrupt one, Unimplemented for an unknown version, InvalidArgument for a token id
-  // outside the vocabulary.
+  // Errors name the file, the problem and the fix: NotFound for a missing file (the errno's
+  // status for another failure to map one, varuna::MappedFile), DataLoss for a corrupt one,
+  // Unimplemented for an unknown version, InvalidArgument for a token id outside the
+  // vocabulary.
   static absl::StatusOr<std::unique_ptr<IndexedDataset>> Open(const std::string& prefix,
                                                               int64_t vocab_size);
 
-  ~IndexedDataset();
   IndexedDataset(const IndexedDataset&) = delete;
   IndexedDataset& operator=(const IndexedDataset&) = delete;
 
@@ -140,11 +141,9 @@ class IndexedDataset {
   int64_t num_tokens_ = 0;
   uint64_t fingerprint_ = 0;
   std::vector<int64_t> document_index_;
-  // Mappings (nullptr when the file is empty) and their sizes.
-  const char* idx_ = nullptr;
-  size_t idx_size_ = 0;
-  const char* bin_ = nullptr;
-  size_t bin_size_ = 0;
+  // <prefix>.idx and <prefix>.bin.
+  varuna::MappedFile idx_;
+  varuna::MappedFile bin_;
   // Start of the lengths and pointers arrays inside idx_ (not aligned: read with memcpy).
   const char* lengths_ = nullptr;
   const char* pointers_ = nullptr;

@@ -1,12 +1,6 @@
 #include "data/npy.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varuna/io/mapped_file.h"
 #include "varuna/io/posix_file.h"
 
 namespace data {
@@ -118,8 +113,6 @@ std::string ShapeRepr(const std::vector<int64_t>& shape) {
   if (shape.size() == 1) return absl::StrCat("(", shape[0], ",)");
   return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
 }
-
-std::string ErrnoText() { return std::strerror(errno); }
 
 }  // namespace
 
@@ -248,29 +241,11 @@ std::string NpyHeaderBytes(NpyDtype dtype, const std::vector<int64_t>& shape) {
 }
 
 absl::StatusOr<NpyArray> NpyArray::Load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const std::string what = ErrnoText();
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": ", what));
-    return absl::PermissionDeniedError(absl::StrCat("cannot open ", path, ": ", what));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const std::string what = ErrnoText();
-    ::close(fd);
-    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", what));
-  }
-  const size_t file_size = static_cast<size_t>(st.st_size);
-  void* map = file_size == 0 ? nullptr : ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) {
-    return absl::InternalError(absl::StrCat("cannot memory-map ", path, ": ", ErrnoText()));
-  }
-  std::shared_ptr<const char> mapping(static_cast<const char*>(map), [file_size](const char* p) {
-    if (p != nullptr) ::munmap(const_cast<char*>(p), file_size);
-  });
-  absl::StatusOr<NpyHeader> header =
-      ParseNpyHeader(absl::string_view(mapping.get(), file_size), path);
+  absl::StatusOr<varuna::MappedFile> file = varuna::MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  const auto mapping = std::make_shared<const varuna::MappedFile>(*std::move(file));
+  const size_t file_size = mapping->size();
+  absl::StatusOr<NpyHeader> header = ParseNpyHeader(mapping->view(), path);
   if (!header.ok()) return header.status();
   int64_t count = 1;
   for (int64_t dim : header->shape) {
@@ -292,7 +267,7 @@ absl::StatusOr<NpyArray> NpyArray::Load(const std::string& path) {
   array.dtype_ = header->dtype;
   array.shape_ = header->shape;
   array.size_ = count;
-  const char* begin = mapping.get() + header->data_offset;
+  const char* begin = mapping->data() + header->data_offset;
   if (reinterpret_cast<uintptr_t>(begin) % item == 0) {
     array.data_ = std::shared_ptr<const void>(mapping, begin);
   } else {

@@ -78,9 +78,10 @@ class NpyArray {
  public:
   NpyArray() = default;
 
-  // Maps `path` and validates its header and size. Errors name the file: NotFound if it
-  // does not exist, InvalidArgument/DataLoss for a bad header or a size that does not match
-  // the header (a truncated file).
+  // Maps `path` (varuna::MappedFile) and validates its header and size. Errors name the
+  // file: the errno's status if it cannot be mapped (NotFound if it does not exist,
+  // PermissionDenied if it may not be read, ...), InvalidArgument/DataLoss for a bad header
+  // or a size that does not match the header (a truncated file).
   static absl::StatusOr<NpyArray> Load(const std::string& path);
 
   // Takes `values` (C order) with `shape`; values.size() must equal the shape's product.

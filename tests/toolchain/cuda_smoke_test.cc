@@ -17,6 +17,7 @@
 #include "tests/toolchain/scale_add_kernel.h"
 #include "tests/util/subprocess.h"
 #include "varuna/comm/world.h"
+#include "varuna/launch/host.h"
 
 namespace {
 
@@ -110,7 +111,7 @@ int RunNcclWorker(const std::map<std::string, std::string>& args) {
 TEST(CudaSmokeTest, NcclAllReduceBroadcastAndSendRecvAcrossTheVisibleGpus) {
   SKIP_WITHOUT_GPU();
   const int n = std::min<int>(static_cast<int>(torch::cuda::device_count()), 8);
-  const std::string port = std::to_string(varuna::testing::FreePort());
+  const std::string port = std::to_string(varuna::FreeTcpPort());
   const std::vector<varuna::testing::Process> workers =
       varuna::testing::SpawnRanks("nccl", n, [&](int) {
         return std::vector<std::string>{"--world_size=" + std::to_string(n), "--port=" + port};

@@ -1,11 +1,8 @@
 #include "tests/util/subprocess.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,20 +24,6 @@ namespace {
 }  // namespace
 
 std::string SelfPath() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) Fatal("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Fatal("bind");
-  socklen_t len = sizeof(addr);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) Fatal("getsockname");
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 Process Spawn(const std::vector<std::string>& argv, const std::string& log_path,
               const std::map<std::string, std::string>& extra_env) {

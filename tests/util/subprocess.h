@@ -4,6 +4,7 @@
 //   parent:  Spawn({SelfPath(), "--worker=allreduce", "--rank=0", ...}, log)  (xN)
 //            WaitAll(processes, deadline)  -> exit status and output of each
 //   worker:  main() sees WorkerArgs and runs the role instead of the gtest suite.
+// Workers that meet over TCP get their port from varuna::FreeTcpPort (varuna/launch/host.h).
 // Every worker still running at the deadline is killed (SIGKILL), so a hang fails the test
 // instead of the CI run.
 #ifndef VARUNA_TESTS_UTIL_SUBPROCESS_H_
@@ -22,9 +23,6 @@ namespace varuna::testing {
 
 // Absolute path of the running binary.
 std::string SelfPath();
-
-// A free TCP port on 127.0.0.1 at the time of the call.
-int FreePort();
 
 struct Process {
   pid_t pid = -1;

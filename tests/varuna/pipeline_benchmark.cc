@@ -57,6 +57,7 @@
 #include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
 #include "varuna/flags/flag_parser.h"
+#include "varuna/launch/host.h"
 #include "varuna/pipeline/schedule.h"
 #include "varuna/varuna.h"
 
@@ -370,7 +371,7 @@ absl::StatusOr<RunResult> RunLayout(const BenchConfig& config, ScheduleKind sche
   if (memory && config.mmap_threshold > 0) {
     env["MALLOC_MMAP_THRESHOLD_"] = std::to_string(config.mmap_threshold);
   }
-  const int port = testing::FreePort();
+  const int port = FreeTcpPort();
   std::vector<testing::Process> processes;
   for (int rank = 0; rank < P; ++rank) {
     std::vector<std::string> argv = {testing::SelfPath(),

@@ -27,6 +27,7 @@
 #include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
 #include "varuna/io/safetensors.h"
+#include "varuna/launch/host.h"
 #include "varuna/varuna.h"
 
 namespace varuna {
@@ -219,7 +220,7 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
                           std::to_string(D) + "_" + std::to_string(run_count++);
   fs::remove_all(out);
   fs::create_directories(out);
-  const int port = testing::FreePort();
+  const int port = FreeTcpPort();
   auto processes = testing::SpawnRanks("train", P * D, [&](int) {
     return std::vector<std::string>{"--stages=" + std::to_string(P),
                                     "--replicas=" + std::to_string(D),

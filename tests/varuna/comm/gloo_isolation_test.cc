@@ -14,6 +14,7 @@
 
 #include "tests/util/subprocess.h"
 #include "varuna/comm/world.h"
+#include "varuna/launch/host.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ TEST(GlooIsolationTest, GlooSymbolsNeverCrossBetweenLibglooAndLibtorchCpu) {
   const std::string log = ::testing::TempDir() + "bindings";
   const varuna::testing::Process worker = varuna::testing::Spawn(
       {varuna::testing::SelfPath(), "--worker=allreduce",
-       "--port=" + std::to_string(varuna::testing::FreePort())},
+       "--port=" + std::to_string(varuna::FreeTcpPort())},
       ::testing::TempDir() + "worker.log", {{"LD_DEBUG", "bindings"}, {"LD_DEBUG_OUTPUT", log}});
   const std::vector<varuna::testing::ExitInfo> exits =
       varuna::testing::WaitAll({worker}, std::chrono::seconds(60));

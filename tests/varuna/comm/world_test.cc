@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tests/util/subprocess.h"
+#include "varuna/launch/host.h"
 
 namespace {
 
@@ -110,7 +111,7 @@ c10::intrusive_ptr<c10d::TCPStore> ServeStore() {
 
 WorldOptions SingleProcess() {
   WorldOptions options;
-  options.master_port = varuna::testing::FreePort();
+  options.master_port = varuna::FreeTcpPort();
   options.timeout = std::chrono::seconds(10);
   return options;
 }
@@ -198,7 +199,7 @@ TEST(WorldTest, ASingleProcessWorldWorksAndRefusesBadGroups) {
 }
 
 TEST(WorldTest, Rank0ServesTheStoreByDefault) {
-  const int port = varuna::testing::FreePort();
+  const int port = varuna::FreeTcpPort();
   const std::vector<ExitInfo> exits = varuna::testing::WaitAll(
       StartWorkers("sum_ranks", {3, 3, 3}, port, /*store_external=*/false, 20000),
       std::chrono::seconds(60));

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/util/subprocess.h"
+#include "varuna/launch/host.h"
 
 namespace {
 
@@ -192,7 +193,7 @@ TEST(CommProfilerTest, ThreeProcessesAgreeOnSortedGrowingCurves) { ExpectConsist
 
 WorldOptions SingleProcess() {
   WorldOptions options;
-  options.master_port = varuna::testing::FreePort();
+  options.master_port = varuna::FreeTcpPort();
   options.timeout = std::chrono::seconds(10);
   return options;
 }
