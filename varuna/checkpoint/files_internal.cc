@@ -1,11 +1,15 @@
 #include "varuna/checkpoint/files_internal.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "varuna/checkpoint/files.h"
+#include "varuna/checkpoint/manifest.h"
 #include "varuna/io/posix_file.h"
 
 namespace varuna::checkpoint_internal {
@@ -36,21 +40,36 @@ absl::StatusOr<FileChecksum> ParseChecksum(const json::Value* value, absl::strin
   return checksum;
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  absl::StatusOr<PosixFile> file = PosixFile::OpenForRead(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<uint64_t> size = file->Size();
-  if (!size.ok()) return size.status();
-  if (*size > (uint64_t{1} << 30)) {
-    return absl::DataLossError(absl::StrCat(path, " is ", *size, " bytes, too large"));
+absl::Status ChecksumMismatch(const std::string& path, const FileChecksum& actual,
+                              const FileChecksum& expected) {
+  return absl::DataLossError(
+      absl::StrCat(path, ": CRC-32C checksum mismatch: the file (", actual.size, " bytes) has ",
+                   Crc32cToHex(actual.crc32c), ", ", kCheckpointMetadataFile, " records ",
+                   Crc32cToHex(expected.crc32c), " (the file was damaged after it was written)"));
+}
+
+absl::Status CheckFile(const std::string& path, const FileChecksum& expected,
+                       CheckpointCheck check) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::DataLossError(
+        absl::StrCat(path, " is missing (", std::strerror(errno), "); the checkpoint is damaged"));
   }
-  std::string content(*size, '\0');
-  if (absl::Status s = file->ReadExactly(content.data(), content.size()); !s.ok()) return s;
-  return content;
+  if (static_cast<uint64_t>(st.st_size) != expected.size) {
+    return absl::DataLossError(absl::StrCat(path, " is ", st.st_size, " bytes but ",
+                                            kCheckpointMetadataFile, " records ", expected.size,
+                                            " (truncated or replaced after it was written)"));
+  }
+  if (check == CheckpointCheck::kChecksums) {
+    absl::StatusOr<FileChecksum> actual = ChecksumFile(path);
+    if (!actual.ok()) return actual.status();
+    if (*actual != expected) return ChecksumMismatch(path, *actual, expected);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<json::Value> ReadJsonFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  absl::StatusOr<std::string> text = ReadFileToString(path, kMaxMetadataBytes);
   if (!text.ok()) return text.status();
   absl::StatusOr<json::Value> value = json::Parse(*text);
   if (!value.ok()) {

@@ -32,7 +32,6 @@ using checkpoint_internal::JoinPath;
 using checkpoint_internal::ParseChecksum;
 using checkpoint_internal::ReadJsonFile;
 
-constexpr char kDirPrefix[] = "varuna_ckpt_";
 // Hidden names in the save directory: an older copy of an iteration being rewritten, and a
 // checkpoint being removed. Readers never look at names starting with '.'.
 constexpr char kReplacedInfix[] = ".replaced-";
@@ -94,32 +93,6 @@ absl::StatusOr<FileChecksum> CopyFile(const std::string& from, const std::string
 }
 
 }  // namespace
-
-std::string CheckpointDirName(int64_t iteration) { return absl::StrCat(kDirPrefix, iteration); }
-
-std::string SegmentFileName(int segment, int shard) {
-  if (shard < 0) return absl::StrFormat("segment_%03d.safetensors", segment);
-  return absl::StrFormat("segment_%03d.shard_%d.safetensors", segment, shard);
-}
-
-std::string RankMarkerName(int rank) {
-  return absl::StrCat(kCheckpointMarkerDir, "/rank_", rank, ".json");
-}
-
-int64_t CheckpointIterationOf(const std::string& path) {
-  absl::string_view name = absl::StripSuffix(path, "/");
-  const size_t slash = name.rfind('/');
-  if (slash != absl::string_view::npos) name.remove_prefix(slash + 1);
-  int64_t iteration;
-  // Only the names CheckpointDirName writes: digits without a leading zero.
-  if (!absl::ConsumePrefix(&name, kDirPrefix) || name.empty() ||
-      (name.size() > 1 && name.front() == '0') ||
-      !std::all_of(name.begin(), name.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(name, &iteration)) {
-    return -1;
-  }
-  return iteration;
-}
 
 absl::Status BeginCheckpoint(const std::string& save_dir, int64_t iteration) {
   if (iteration < 0) {

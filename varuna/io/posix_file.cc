@@ -123,11 +123,14 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, uint64_t max_bytes) {
   absl::StatusOr<PosixFile> file = PosixFile::OpenForRead(path);
   if (!file.ok()) return file.status();
   absl::StatusOr<uint64_t> size = file->Size();
   if (!size.ok()) return size.status();
+  if (*size > max_bytes) {
+    return absl::DataLossError(absl::StrCat(path, " is ", *size, " bytes, too large"));
+  }
   std::string content(*size, '\0');
   if (absl::Status s = file->ReadExactly(content.data(), content.size()); !s.ok()) return s;
   return content;

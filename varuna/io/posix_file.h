@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -60,8 +61,10 @@ class PosixFile {
   std::string path_;
 };
 
-// The whole content of the file at `path`. Errors: errno statuses naming the file.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+// The whole content of the file at `path`. Errors: errno statuses naming the file; DataLoss
+// "<path> is N bytes, too large" when it is larger than `max_bytes`.
+absl::StatusOr<std::string> ReadFileToString(
+    const std::string& path, uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
 
 // fsyncs a directory so that entries created, renamed or removed in it are durable.
 absl::Status SyncDirectory(const std::string& dir);

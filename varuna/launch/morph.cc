@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "varuna/checkpoint/manifest.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/posix_file.h"
 #include "varuna/launch/config.h"
@@ -24,8 +24,6 @@
 namespace varuna {
 namespace {
 
-// The trainer's tracker of its newest complete checkpoint (checkpoint/files.h).
-constexpr char kTracker[] = "latest_checkpointed_iteration.txt";
 constexpr std::chrono::seconds kListPoll(1);
 
 bool IsLoopbackName(const std::string& host) {
@@ -38,17 +36,6 @@ void Say(const MorphContext& context, const std::string& text) {
     absl::StrAppend(&out, "[launch] ", line, "\n");
   }
   dprintf(context.message_fd, "%s", out.c_str());
-}
-
-// The iteration in `save_dir`'s tracker, or nullopt when there is none.
-std::optional<int64_t> TrackedIteration(const std::string& save_dir) {
-  std::ifstream in(save_dir + "/" + kTracker);
-  std::string text;
-  int64_t iteration = 0;
-  if (!std::getline(in, text) || !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &iteration)) {
-    return std::nullopt;
-  }
-  return iteration;
 }
 
 // Polls the machine list until `ready` accepts what it lists; says `waiting` once first.
@@ -344,7 +331,7 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
     std::vector<std::string> command = job_command;
     std::string resume_note;
     if (generation > 0) {
-      if (std::optional<int64_t> at = TrackedIteration(save_dir)) {
+      if (absl::StatusOr<int64_t> at = LatestCheckpointIteration(save_dir); at.ok()) {
         command = ResumeCommand(command, save);
         resume_note = absl::StrCat(", resuming from iteration ", *at, " in ", save);
       }
@@ -379,12 +366,14 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
       Say(context, "the job finished");
       return 0;
     }
-    const std::optional<int64_t> at = TrackedIteration(save_dir);
-    if (!at) {
-      return fail(absl::FailedPreconditionError(absl::StrCat(
-                      "the workers stopped for a checkpoint but ", save_dir, "/", kTracker,
-                      " names none: check that the worker program checkpoints on SIGUSR1")),
-                  1);
+    const absl::StatusOr<int64_t> at = LatestCheckpointIteration(save_dir);
+    if (!at.ok()) {
+      return fail(
+          absl::FailedPreconditionError(absl::StrCat(
+              "the workers stopped for a checkpoint but ", save_dir, "/", kCheckpointTrackerFile,
+              " names none that is complete (", at.status().message(),
+              "): check that the worker program checkpoints on SIGUSR1")),
+          1);
     }
     ++generation;
     listed = WaitForList(

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tests/util/subprocess.h"
+#include "varuna/checkpoint/files.h"
 #include "varuna/planning/profile.h"
 
 namespace varuna {
@@ -289,7 +290,10 @@ TEST_F(MorphLaunchTest, SigtermReachesTheWorkersThroughTheNodes) {
 
 TEST_F(MorphLaunchTest, SigusrOneRestartsFromTheCheckpointInSave) {
   WriteList("127.0.0.1\n");
-  std::ofstream(dir_ / "latest_checkpointed_iteration.txt") << "7\n";
+  // A complete checkpoint of iteration 7 (the fake worker writes none).
+  CheckpointData checkpoint;
+  checkpoint.iteration = 7;
+  ASSERT_TRUE(WriteCheckpoint(dir_.string(), checkpoint).ok());
   const Process launcher = Start(MorphFlags(), {"--on_signal_exit=0", "--sleep_ms=60000",
                                                 "--load=elsewhere", "--save=" + dir_.string()});
   ASSERT_TRUE(WaitForLog({"[rank 0] ready"})) << ReadFile(LogPath());
