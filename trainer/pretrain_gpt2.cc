@@ -9,7 +9,6 @@
 // loss scale, grad norm, throughput and MFU; every --eval-interval the validation loss; every
 // --save-interval a checkpoint.
 #include <ATen/ATen.h>
-#include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 
 #include <algorithm>
@@ -26,54 +25,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/flops.h"
-#include "models/gpt2/model.h"
 #include "models/gpt2/summary.h"
 #include "trainer/arguments.h"
 #include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
 #include "trainer/gpt_data.h"
+#include "trainer/gpt_engine.h"
 #include "trainer/hf_config.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/paths.h"
 #include "trainer/profile_mode.h"
-#include "trainer/sample_corpus.h"
+#include "trainer/setup.h"
 #include "trainer/stop_signal.h"
 #include "trainer/throughput.h"
 #include "trainer/training_log.h"
-#include "varuna/checkpoint/files.h"
 #include "varuna/comm/world.h"
 #include "varuna/io/json.h"
-#include "varuna/pipeline/schedule.h"
 #include "varuna/varuna.h"
 
 namespace trainer {
 namespace {
 
 using varuna::json::Value;
-
-constexpr char kSampleFolder[] = "varuna_sample_run";
-constexpr char kSampleCorpus[] = "data/corpus/fortunes.jsonl";
-constexpr int kSampleVocabSize = 4096;
-
-absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t vocab_size) {
-  absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(a.preset);
-  if (!config.ok()) return config.status();
-  if (a.num_layers) config->num_layers = a.num_layers;
-  if (a.hidden_size) config->hidden_size = a.hidden_size;
-  if (a.num_attention_heads) config->num_attention_heads = a.num_attention_heads;
-  if (a.seq_length) config->seq_length = a.seq_length;
-  if (a.max_position_embeddings) config->max_position_embeddings = a.max_position_embeddings;
-  config->vocab_size = static_cast<int>(vocab_size);
-  config->make_vocab_size_divisible_by = a.make_vocab_size_divisible_by;
-  config->hidden_dropout = a.hidden_dropout;
-  config->attention_dropout = a.attention_dropout;
-  config->init_method_std = a.init_method_std;
-  if (absl::Status status = config->Validate(); !status.ok()) return status;
-  return config;
-}
 
 // "--hidden-size: checkpoint 128, flags 256; ..." for every model field that differs.
 std::string ModelDifferences(const Value& saved, const Value& current) {
@@ -96,6 +71,7 @@ std::string ModelDifferences(const Value& saved, const Value& current) {
   return absl::StrJoin(differences, "; ");
 }
 
+// Where training stands; saved in every checkpoint.
 struct TrainingState {
   int64_t iteration = 0;
   int64_t consumed_samples = 0;
@@ -151,109 +127,6 @@ absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const Train
                                  "%s in the background",
                                  state.iteration, a.checkpoint_tmpdir, seconds, a.save));
   return absl::OkStatus();
-}
-
-// The engine's options from the flags and the environment (RANK, LOCAL_RANK).
-absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
-  varuna::VarunaOptions options;
-  auto from_env = [](int flag, const char* name) -> absl::StatusOr<int> {
-    if (flag >= 0) return flag;
-    const char* text = std::getenv(name);
-    int value = 0;
-    if (text != nullptr && !absl::SimpleAtoi(text, &value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the environment variable ", name, "=\"", text, "\" is not a rank"));
-    }
-    return value;
-  };
-  absl::StatusOr<int> rank = from_env(a.rank, "RANK");
-  if (!rank.ok()) return rank.status();
-  absl::StatusOr<int> local_rank = from_env(a.local_rank, "LOCAL_RANK");
-  if (!local_rank.ok()) return local_rank.status();
-  absl::StatusOr<int> world_size = from_env(-1, "WORLD_SIZE");
-  if (!world_size.ok()) return world_size.status();
-  if (!a.stage_to_rank_map.empty()) {
-    absl::StatusOr<varuna::StageMap> map = varuna::StageMap::Parse(a.stage_to_rank_map);
-    if (!map.ok()) return map.status();
-    options.stage_map = *map;
-    if (*world_size > 0 && *world_size != map->world_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", map->world_size(),
-          " ranks but WORLD_SIZE=", *world_size, ": start as many processes as the map has"));
-    }
-  } else if (*world_size > 1) {
-    options.stage_map = varuna::StageMap::Uniform(1, *world_size);  // Data parallel only.
-  }
-  absl::StatusOr<varuna::ScheduleKind> schedule = varuna::ParseScheduleKind(a.schedule);
-  if (!schedule.ok()) return schedule.status();
-  options.schedule = *schedule;
-  options.rank = *rank;
-  options.batch_size = a.batch_size;
-  options.chunk_size = a.chunk_size;
-  options.stage_segments = a.stage_segments;
-  options.clip_grad = a.clip_grad;
-  options.dtype = a.fp16 ? at::kHalf : a.bf16 ? at::kBFloat16 : at::kFloat;
-  const bool cuda = a.device.empty() ? at::hasCUDA() : a.device == "cuda";
-  if (cuda && !at::hasCUDA()) {
-    return absl::FailedPreconditionError(
-        "--device=cuda: no CUDA device is visible to this program (or it was built without "
-        "--config=cuda): use --device=cpu, or build with --config=cuda on a GPU host");
-  }
-  if (cuda && (*local_rank < 0 || static_cast<size_t>(*local_rank) >= at::getNumGPUs())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--local_rank=", *local_rank, " (or LOCAL_RANK) selects CUDA device ", *local_rank,
-        ", but this process sees ", at::getNumGPUs(),
-        " CUDA devices: start at most one process per visible GPU, with local ranks from 0"));
-  }
-  options.device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*local_rank))
-                        : c10::Device(c10::kCPU);
-  return options;
-}
-
-// The vocabulary known before any data is prepared: the tokenizer's (with its EOD id),
-// --vocab-size, the sample run's, or GPT-2's 50,257. The sample run's tokenizer is made later
-// with exactly kSampleVocabSize pieces; its EOD id is read then.
-struct Vocabulary {
-  int64_t size = 0;
-  int64_t eod = -1;  // -1: unknown
-};
-
-absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
-  if (!a.tokenizer_model.empty()) {
-    auto tokenizer = data::LoadTokenizer(ResolveUserPath(a.tokenizer_model));
-    if (!tokenizer.ok()) return tokenizer.status();
-    if (a.vocab_size != 0 && a.vocab_size != (*tokenizer)->vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--vocab-size=", a.vocab_size, " differs from the ", (*tokenizer)->vocab_size(),
-          " pieces of --tokenizer-model=", a.tokenizer_model, ": drop --vocab-size"));
-    }
-    return Vocabulary{(*tokenizer)->vocab_size(), (*tokenizer)->eod_id()};
-  }
-  if (a.vocab_size > 0) return Vocabulary{a.vocab_size, -1};
-  return Vocabulary{a.sample_run ? kSampleVocabSize : 50257, -1};
-}
-
-// Joins the job of `world_size` processes started by //varuna:launch (or by hand with RANK,
-// WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArguments& a,
-                                                               const varuna::VarunaOptions& engine,
-                                                               int world_size) {
-  varuna::comm::WorldOptions options;
-  options.rank = engine.rank;
-  options.world_size = world_size;
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr) {
-    options.master_addr = addr;
-  }
-  if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port) {
-    if (!absl::SimpleAtoi(port, &options.master_port)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the environment variable MASTER_PORT=\"", port, "\" is not a port"));
-    }
-  }
-  options.backend = varuna::comm::Backend::kGloo;  // The world group agrees on CPU values.
-  options.timeout = std::chrono::minutes(a.distributed_timeout_minutes);
-  options.cuda_device = engine.device.is_cuda() ? engine.device.index() : 0;
-  return varuna::comm::World::Join(options);
 }
 
 // --profiling: measures the model's segments into the profile directory instead of training.
@@ -315,247 +188,218 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
   return RunProfiling(config, options, **log);
 }
 
+LrScheduleOptions ScheduleOptions(const TrainerArguments& a) {
+  LrScheduleOptions options;
+  options.max_lr = a.lr;
+  options.min_lr = a.min_lr;
+  options.style = *ParseLrDecayStyle(a.lr_decay_style);  // checked by ParseArguments
+  options.decay_steps = a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters;
+  options.warmup_steps = static_cast<int64_t>(a.warmup * static_cast<double>(options.decay_steps));
+  return options;
+}
+
+SavedContext MakeSavedContext(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                              const TrainingInputs& inputs, const GptData& data) {
+  const LrScheduleOptions schedule = ScheduleOptions(a);
+  SavedContext context;
+  context.model = ModelConfigJson(config);
+  context.tokenizer_model = inputs.tokenizer_model.empty()
+                                ? ""
+                                : std::filesystem::absolute(inputs.tokenizer_model).string();
+  context.lr_schedule = Value::object();
+  context.lr_schedule["lr"] = a.lr;
+  context.lr_schedule["min_lr"] = a.min_lr;
+  context.lr_schedule["decay_style"] = a.lr_decay_style;
+  context.lr_schedule["decay_iters"] = schedule.decay_steps;
+  context.lr_schedule["warmup_iters"] = schedule.warmup_steps;
+  context.data_fingerprint = absl::StrFormat("%016x", data.indexed().Fingerprint());
+  return context;
+}
+
+// With --load: restores the engine from the checkpoint (refusing one of another model) and
+// returns where training stands; without it, the start.
+absl::StatusOr<TrainingState> Resume(const TrainerArguments& a, varuna::Varuna& engine,
+                                     const SavedContext& context, TrainingLog& log) {
+  TrainingState state;
+  if (a.load.empty()) return state;
+  std::optional<int64_t> iteration;
+  if (a.resume_step >= 0) iteration = a.resume_step;
+  auto same_model = [&](const Value& saved) -> absl::Status {
+    const Value* saved_model = varuna::json::Find(saved, "model");
+    if (saved_model == nullptr || !saved_model->is_object()) {
+      return absl::DataLossError(
+          absl::StrCat("the checkpoint in ", a.load, " has no model configuration"));
+    }
+    if (std::string diff = ModelDifferences(*saved_model, context.model); !diff.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint in ", a.load, " was written for another model: ", diff,
+                       ". Use the model flags it was trained with"));
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<varuna::Varuna::Loaded> loaded =
+      engine.load_checkpoint(ResolveUserPath(a.load), iteration, same_model);
+  if (!loaded.ok()) return loaded.status();
+  const Value& saved = loaded->trainer_state;
+  if (!loaded->note.empty()) log.Info(absl::StrCat("> checkpoint: ", loaded->note));
+  state.iteration = loaded->iteration;
+  state.consumed_samples =
+      varuna::json::AsInt64(varuna::json::Find(saved, "consumed_samples")).value_or(0);
+  state.skipped =
+      varuna::json::AsInt64(varuna::json::Find(saved, "skipped_iterations")).value_or(0);
+  log.Info(absl::StrFormat("> resumed from %s at iteration %d (%d samples consumed)", a.load,
+                           state.iteration, state.consumed_samples));
+  const Value* fingerprint = varuna::json::Find(saved, "data_fingerprint");
+  const std::string& now = context.data_fingerprint;
+  if (fingerprint != nullptr && fingerprint->is_string() &&
+      fingerprint->get_ref<const std::string&>() != now) {
+    log.Info(
+        absl::StrCat("> warning: the checkpoint was trained on other data (index "
+                     "fingerprint ",
+                     fingerprint->get_ref<const std::string&>(), ", now ", now,
+                     "): the data stream continues at the same position of this data"));
+  }
+  return state;
+}
+
+// What one iteration costs, for the log's throughput and MFU.
+struct IterationCost {
+  int64_t global_batch = 0;  // sequences, all replicas
+  double flops = 0;          // Megatron's formula
+  double tokens = 0;
+  // The peak of all the job's devices: the FLOP/s are the whole job's (global batch, all
+  // stages).
+  std::optional<double> job_peak_tflops;
+};
+
+IterationCost CostOf(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                     const varuna::VarunaOptions& engine) {
+  IterationCost cost;
+  cost.global_batch = a.batch_size * engine.stage_map.num_replicas();
+  cost.flops = gpt2::TrainingFlopsPerIteration(config, cost.global_batch);
+  cost.tokens = static_cast<double>(cost.global_batch) * static_cast<double>(config.seq_length);
+  const std::optional<double> peak = a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops)
+                                                       : PeakTflops(DeviceName(engine.device));
+  if (peak) cost.job_peak_tflops = *peak * engine.stage_map.world_size();
+  return cost;
+}
+
+// The steps since the last log line: the mean loss of those applied, the time of all.
+class LogInterval {
+ public:
+  void Add(const varuna::StepResult& result, double seconds) {
+    seconds_ += seconds;
+    ++steps_;
+    if (result.overflow) return;
+    loss_sum_ += result.loss;
+    ++losses_;
+    grad_norm_ = result.grad_norm;
+  }
+
+  // The log line's record, and a fresh interval.
+  StepRecord Take(const TrainerArguments& a, const TrainingState& state, varuna::Varuna& engine,
+                  const IterationCost& cost) {
+    const double seconds = seconds_ / static_cast<double>(steps_);
+    const Throughput throughput =
+        MeasureThroughput(cost.flops, cost.tokens, seconds, cost.job_peak_tflops);
+    StepRecord record;
+    record.iteration = state.iteration;
+    record.train_iters = a.train_iters;
+    record.consumed_samples = state.consumed_samples;
+    record.ms_per_iteration = seconds * 1e3;
+    record.lr = engine.optimizer().options().lr;
+    record.loss = losses_ > 0 ? loss_sum_ / static_cast<double>(losses_)
+                              : std::numeric_limits<double>::quiet_NaN();
+    record.loss_scale = engine.loss_scale();
+    record.grad_norm = grad_norm_;
+    record.skipped = state.skipped;
+    record.tokens_per_sec = throughput.tokens_per_second;
+    record.tflops = throughput.tflops;
+    record.mfu = throughput.mfu;
+    *this = LogInterval();
+    return record;
+  }
+
+ private:
+  double loss_sum_ = 0;
+  int64_t losses_ = 0;
+  double grad_norm_ = 0;
+  double seconds_ = 0;  // in steps only: evaluations and checkpoints are left out
+  int64_t steps_ = 0;
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
-  // Everything that can be checked without touching a file is checked first.
+  // 1. Everything that can be checked without touching a file is checked first.
   absl::StatusOr<Vocabulary> vocabulary = KnownVocabulary(a);
   if (!vocabulary.ok()) return vocabulary.status();
   absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(a, vocabulary->size);
   if (!config.ok()) return config.status();
-  if ((a.eod_mask_loss || a.reset_position_ids || a.reset_attention_mask) && vocabulary->eod < 0 &&
-      !a.sample_run) {
-    return absl::InvalidArgumentError(
-        "--eod-mask-loss, --reset-position-ids and --reset-attention-mask need the EOD token: "
-        "give --tokenizer-model");
-  }
+  if (absl::Status s = CheckEodToken(a, *vocabulary); !s.ok()) return s;
   if (a.print_model_summary) {
     std::printf("%s", gpt2::FormatSummary(*config, gpt2::Summarize(*config)).c_str());
     return absl::OkStatus();
   }
-  absl::StatusOr<varuna::VarunaOptions> engine_options_or = EngineOptions(a);
-  if (!engine_options_or.ok()) return engine_options_or.status();
-  varuna::VarunaOptions& engine_options = *engine_options_or;
+  absl::StatusOr<varuna::VarunaOptions> engine_options = EngineOptions(a);
+  if (!engine_options.ok()) return engine_options.status();
   // This rank's GPU becomes the process's current device before anything touches CUDA, so
   // that work naming no device (c10d's, NCCL's, LibTorch's) lands there and not on GPU 0.
-  if (engine_options.device.is_cuda()) {
-    at::accelerator::setDeviceIndex(engine_options.device.index());
+  if (engine_options->device.is_cuda()) {
+    at::accelerator::setDeviceIndex(engine_options->device.index());
   }
-  if (a.profiling) return ProfileMode(a, *config, engine_options);
+  if (a.profiling) return ProfileMode(a, *config, *engine_options);
   // From here on SIGUSR1/SIGTERM mean "checkpoint and stop" (read at the first step), so one
   // that comes while the job is still starting up is not lost.
   const StopSignal stop_signal;
-  if (absl::Status status = varuna::Varuna::ValidateOptions(engine_options, config->num_layers);
-      !status.ok()) {
-    return status;
-  }
-  const int world_size = engine_options.stage_map.world_size();
-  if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", world_size,
-        " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
-        "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
-  }
-  if (!a.load.empty()) {
-    const std::string load = ResolveUserPath(a.load);
-    absl::Status found = a.resume_step >= 0 ? varuna::VerifyCheckpoint(load, a.resume_step)
-                                            : varuna::LatestCheckpointIteration(load).status();
-    if (!found.ok()) return found;
-  }
+  if (absl::Status s = CheckRun(a, *config, *engine_options); !s.ok()) return s;
 
-  if (a.sample_run) {
-    std::error_code ignored;
-    std::filesystem::create_directories(ResolveUserPath(kSampleFolder), ignored);
-    // A fresh sample run starts a fresh metrics file; a resumed one continues it.
-    if (!a.WasGiven("metrics-file") && a.load.empty()) {
-      std::filesystem::remove(ResolveUserPath(a.metrics_file), ignored);
-    }
-  }
-  const bool rank0 = engine_options.rank == 0;
-  absl::StatusOr<std::unique_ptr<TrainingLog>> log_or = TrainingLog::Open(
-      rank0 ? stdout : nullptr, rank0 ? ResolveUserPath(a.metrics_file) : std::string());
+  // 2. The log, the inputs, the job's processes, the data and the engine.
+  absl::StatusOr<std::unique_ptr<TrainingLog>> log_or =
+      OpenTrainingLog(a, engine_options->rank == 0);
   if (!log_or.ok()) return log_or.status();
   TrainingLog& log = **log_or;
-
-  // Data and tokenizer.
-  std::string data_prefix = ResolveUserPath(a.data_path);
-  std::string tokenizer_model = ResolveUserPath(a.tokenizer_model);
-  if (a.sample_run) {
-    absl::StatusOr<std::string> corpus = FindRunfile(argv0, kSampleCorpus);
-    if (!corpus.ok()) return corpus.status();
-    const std::string folder = ResolveUserPath(kSampleFolder);
-    log.Info(absl::StrCat("> sample run: no --data-path given, so training ", a.preset,
-                          " on the bundled corpus; outputs in ", folder));
-    // Rank 0 prepares the corpus before it joins the job; the others wait for it in Join.
-    absl::StatusOr<SampleCorpus> sample =
-        rank0 ? PrepareSampleCorpus(*corpus, folder, kSampleVocabSize,
-                                    [&log](const std::string& line) { log.Info(line); })
-              : SampleCorpusPaths(folder);
-    if (!sample.ok()) return sample.status();
-    data_prefix = sample->data_prefix;
-    tokenizer_model = sample->tokenizer_model;
-  }
-  std::unique_ptr<varuna::comm::World> world;
-  if (world_size > 1) {
-    absl::StatusOr<std::unique_ptr<varuna::comm::World>> joined =
-        JoinWorld(a, engine_options, world_size);
-    if (!joined.ok()) return joined.status();
-    world = std::move(*joined);
-    engine_options.world = world.get();
-    log.Info(absl::StrFormat("> joined a job of %d processes: %d stages x %d replicas (%s)",
-                             world_size, engine_options.stage_map.num_stages(),
-                             engine_options.stage_map.num_replicas(),
-                             engine_options.stage_map.ToString()));
-  }
-  if (a.sample_run) {
-    auto tokenizer = data::LoadTokenizer(tokenizer_model);
-    if (!tokenizer.ok()) return tokenizer.status();
-    vocabulary->eod = (*tokenizer)->eod_id();
-  }
-  const int64_t vocab_size = vocabulary->size;
-  const int64_t eod = vocabulary->eod;
+  absl::StatusOr<TrainingInputs> inputs = PrepareInputs(a, argv0, engine_options->rank == 0, log);
+  if (!inputs.ok()) return inputs.status();
+  absl::StatusOr<std::unique_ptr<varuna::comm::World>> world = JoinJob(a, *engine_options, log);
+  if (!world.ok()) return world.status();
   log.Info(gpt2::FormatSummary(*config, gpt2::Summarize(*config)));
-
-  GptDataOptions data_options;
-  data_options.data_prefix = data_prefix;
-  data_options.vocab_size = vocab_size;
-  data_options.split = a.split;
-  data_options.seq_length = config->seq_length;
-  data_options.seed = static_cast<uint32_t>(a.seed);
-  data_options.cache_dir = ResolveUserPath(a.data_cache_path);
-  data_options.batch_size = a.batch_size;
-  data_options.dp_rank = engine_options.stage_map.Position(engine_options.rank).replica;
-  data_options.dp_size = engine_options.stage_map.num_replicas();
-  data_options.train_iters = a.train_iters;
-  data_options.eval_iters = a.eval_interval > 0 ? a.eval_iters : 0;
-  data_options.batch.eod_token = eod;
-  data_options.batch.eod_mask_loss = a.eod_mask_loss;
-  data_options.batch.reset_position_ids = a.reset_position_ids;
-  data_options.batch.reset_attention_mask = a.reset_attention_mask;
-  absl::StatusOr<std::unique_ptr<GptData>> data = GptData::Open(data_options);
+  absl::StatusOr<std::unique_ptr<GptData>> data =
+      OpenData(a, *config, *inputs, *engine_options, *vocabulary);
   if (!data.ok()) return data.status();
   log.Info(absl::StrCat("> data: ", (*data)->Describe()));
+  absl::StatusOr<GptEngine> gpt =
+      CreateGptEngine(TrainerEngineOptions(a, *config, *engine_options));
+  if (!gpt.ok()) return gpt.status();
+  log.Info(absl::StrCat("> attention: ", gpt->attention.reason));
+  varuna::Varuna& engine = *gpt->varuna;
 
-  // Engine and optimizer.
-  absl::StatusOr<AttentionChoice> attention = ChooseAttentionBackend(
-      a.attention_backend, engine_options.device, engine_options.dtype, *config,
-      /*micro_batch=*/a.chunk_size > 0 ? a.chunk_size : a.batch_size);
-  if (!attention.ok()) return attention.status();
-  log.Info(absl::StrCat("> attention: ", attention->reason));
-  gpt2::Gpt2ExecutionOptions execution;
-  execution.attention = attention->backend;
-  at::manual_seed(a.seed);
-  absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine_or = varuna::Varuna::Create(
-      gpt2::Gpt2StageBuilder(*config, static_cast<uint64_t>(a.seed), execution), config->num_layers,
-      engine_options);
-  if (!engine_or.ok()) return engine_or.status();
-  varuna::Varuna& engine = **engine_or;
-  varuna::AdamOptions adam;
-  adam.lr = a.lr;
-  adam.beta1 = a.adam_beta1;
-  adam.beta2 = a.adam_beta2;
-  adam.eps = a.adam_eps;
-  adam.weight_decay = a.weight_decay;
-  varuna::LossScalerOptions scaling;
-  scaling.dynamic = a.loss_scale == 0;
-  scaling.initial_scale = a.loss_scale > 0 ? a.loss_scale : a.initial_loss_scale;
-  scaling.min_scale = a.min_loss_scale;
-  scaling.growth_interval = a.loss_scale_window;
-  scaling.hysteresis = a.hysteresis;
-  if (absl::Status status =
-          engine.set_optimizer(std::make_unique<varuna::Adam>(engine.parameters(), adam), scaling);
-      !status.ok()) {
-    return status;
-  }
-  const int64_t decay_steps = a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters;
-  const int64_t warmup_steps = static_cast<int64_t>(a.warmup * static_cast<double>(decay_steps));
-  absl::StatusOr<LrDecayStyle> style = ParseLrDecayStyle(a.lr_decay_style);
-  LrSchedule schedule({a.lr, a.min_lr, *style, warmup_steps, decay_steps});
+  // 3. Resume.
+  const SavedContext context = MakeSavedContext(a, *config, *inputs, **data);
+  absl::StatusOr<TrainingState> resumed = Resume(a, engine, context, log);
+  if (!resumed.ok()) return resumed.status();
+  TrainingState state = *resumed;
+  const int64_t first_iteration = state.iteration;
 
-  // Resume.
-  SavedContext saved_context;
-  saved_context.model = ModelConfigJson(*config);
-  saved_context.tokenizer_model =
-      tokenizer_model.empty() ? "" : std::filesystem::absolute(tokenizer_model).string();
-  saved_context.lr_schedule = Value::object();
-  saved_context.lr_schedule["lr"] = a.lr;
-  saved_context.lr_schedule["min_lr"] = a.min_lr;
-  saved_context.lr_schedule["decay_style"] = a.lr_decay_style;
-  saved_context.lr_schedule["decay_iters"] = decay_steps;
-  saved_context.lr_schedule["warmup_iters"] = warmup_steps;
-  saved_context.data_fingerprint = absl::StrFormat("%016x", (*data)->indexed().Fingerprint());
-  const Value& model_json = saved_context.model;
-  TrainingState state;
-  if (!a.load.empty()) {
-    std::optional<int64_t> iteration;
-    if (a.resume_step >= 0) iteration = a.resume_step;
-    auto same_model = [&](const Value& saved) -> absl::Status {
-      const Value* saved_model = varuna::json::Find(saved, "model");
-      if (saved_model == nullptr || !saved_model->is_object()) {
-        return absl::DataLossError(
-            absl::StrCat("the checkpoint in ", a.load, " has no model configuration"));
-      }
-      if (std::string diff = ModelDifferences(*saved_model, model_json); !diff.empty()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("the checkpoint in ", a.load, " was written for another model: ", diff,
-                         ". Use the model flags it was trained with"));
-      }
-      return absl::OkStatus();
-    };
-    absl::StatusOr<varuna::Varuna::Loaded> loaded =
-        engine.load_checkpoint(ResolveUserPath(a.load), iteration, same_model);
-    if (!loaded.ok()) return loaded.status();
-    const Value& saved = loaded->trainer_state;
-    if (!loaded->note.empty()) log.Info(absl::StrCat("> checkpoint: ", loaded->note));
-    state.iteration = loaded->iteration;
-    state.consumed_samples =
-        varuna::json::AsInt64(varuna::json::Find(saved, "consumed_samples")).value_or(0);
-    state.skipped =
-        varuna::json::AsInt64(varuna::json::Find(saved, "skipped_iterations")).value_or(0);
-    log.Info(absl::StrFormat("> resumed from %s at iteration %d (%d samples consumed)", a.load,
-                             state.iteration, state.consumed_samples));
-    const Value* fingerprint = varuna::json::Find(saved, "data_fingerprint");
-    const std::string& now = saved_context.data_fingerprint;
-    if (fingerprint != nullptr && fingerprint->is_string() &&
-        fingerprint->get_ref<const std::string&>() != now) {
-      log.Info(
-          absl::StrCat("> warning: the checkpoint was trained on other data (index "
-                       "fingerprint ",
-                       fingerprint->get_ref<const std::string&>(), ", now ", now,
-                       "): the data stream continues at the same position of this data"));
-    }
-  }
-
-  const int64_t global_batch = a.batch_size * engine_options.stage_map.num_replicas();
-  const double flops_per_iteration = gpt2::TrainingFlopsPerIteration(*config, global_batch);
-  const double tokens_per_iteration =
-      static_cast<double>(global_batch) * static_cast<double>(config->seq_length);
-  const std::string device_name = DeviceName(engine_options.device);
-  const std::optional<double> peak =
-      a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops) : PeakTflops(device_name);
-  // The FLOP/s are the whole job's (global batch, all stages), so MFU divides them by the peak
-  // of all its devices.
-  const std::optional<double> job_peak =
-      peak ? std::optional<double>(*peak * world_size) : std::nullopt;
+  // 4. Train: step, log, evaluate, checkpoint, until --train-iters, a stop or --exit-interval.
+  const LrSchedule schedule(ScheduleOptions(a));
+  const IterationCost cost = CostOf(a, *config, *engine_options);
   log.Info(
       absl::StrFormat("> training %s for %d iterations on %s (%s), global batch %d x %d tokens, "
                       "%.3g GFLOP per iteration (Megatron's formula)",
-                      a.preset, a.train_iters, device_name, c10::toString(engine_options.dtype),
-                      global_batch, config->seq_length, flops_per_iteration / 1e9));
-
+                      a.preset, a.train_iters, DeviceName(engine_options->device),
+                      c10::toString(engine_options->dtype), cost.global_batch, config->seq_length,
+                      cost.flops / 1e9));
   if (a.eval_interval > 0 && state.iteration == 0) {
     absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
     if (!loss.ok()) return loss.status();
     log.Eval({0, "validation", *loss});
   }
-
-  double loss_sum = 0;
-  int64_t loss_count = 0;
-  double last_grad_norm = 0;
-  // Time spent in steps since the last log line (evaluations and checkpoints left out).
-  double interval_seconds = 0;
-  int64_t interval_steps = 0;
+  LogInterval interval;
   bool saved_last = false;
   bool stopped = false;
-  const int64_t first_iteration = state.iteration;
   while (state.iteration < a.train_iters) {
     const auto step_start = std::chrono::steady_clock::now();
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
@@ -563,50 +407,20 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     if (!batch.ok()) return batch.status();
     absl::StatusOr<varuna::StepResult> result = engine.step(*batch, stop_signal.requested());
     if (!result.ok()) return result.status();
+    interval.Add(*result, SecondsSince(step_start));
+    ++state.iteration;
+    state.consumed_samples += cost.global_batch;
+    saved_last = false;
     if (result->completed_checkpoint >= 0) {
       log.Info(absl::StrFormat("checkpoint at iteration %d is complete in %s",
                                result->completed_checkpoint, a.save));
     }
-    interval_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-    ++state.iteration;
-    ++interval_steps;
-    state.consumed_samples += global_batch;
-    saved_last = false;
     if (result->overflow) {
       ++state.skipped;
       log.Info(absl::StrFormat("iteration %d skipped: inf/NaN in the gradients (loss scale %g)",
                                state.iteration, result->loss_scale));
-    } else {
-      loss_sum += result->loss;
-      ++loss_count;
-      last_grad_norm = result->grad_norm;
     }
-
-    if (state.iteration % a.log_interval == 0) {
-      const double seconds = interval_seconds / static_cast<double>(interval_steps);
-      const Throughput throughput =
-          MeasureThroughput(flops_per_iteration, tokens_per_iteration, seconds, job_peak);
-      StepRecord record;
-      record.iteration = state.iteration;
-      record.train_iters = a.train_iters;
-      record.consumed_samples = state.consumed_samples;
-      record.ms_per_iteration = seconds * 1e3;
-      record.lr = engine.optimizer().options().lr;
-      record.loss = loss_count > 0 ? loss_sum / static_cast<double>(loss_count)
-                                   : std::numeric_limits<double>::quiet_NaN();
-      record.loss_scale = engine.loss_scale();
-      record.grad_norm = last_grad_norm;
-      record.skipped = state.skipped;
-      record.tokens_per_sec = throughput.tokens_per_second;
-      record.tflops = throughput.tflops;
-      record.mfu = throughput.mfu;
-      log.Step(record);
-      loss_sum = 0;
-      loss_count = 0;
-      interval_steps = 0;
-      interval_seconds = 0;
-    }
+    if (state.iteration % a.log_interval == 0) log.Step(interval.Take(a, state, engine, cost));
     if (result->stop) {
       stopped = true;
       log.Info(absl::StrFormat(
@@ -624,7 +438,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
       log.Eval({state.iteration, "validation", *loss});
     }
     if (!a.save.empty() && a.save_interval > 0 && state.iteration % a.save_interval == 0) {
-      if (absl::Status s = Save(engine, a, state, saved_context, log); !s.ok()) return s;
+      if (absl::Status s = Save(engine, a, state, context, log); !s.ok()) return s;
       saved_last = true;
     }
     if (a.exit_interval > 0 && state.iteration % a.exit_interval == 0) {
@@ -634,9 +448,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
     }
   }
 
-  // A run that took no step (resumed at or past --train-iters) rewrites nothing.
+  // 5. The last checkpoint (a run that took no step rewrites nothing) and the final evaluation.
   if (!a.save.empty() && !saved_last && state.iteration > first_iteration) {
-    if (absl::Status s = Save(engine, a, state, saved_context, log); !s.ok()) return s;
+    if (absl::Status s = Save(engine, a, state, context, log); !s.ok()) return s;
   }
   if (!a.checkpoint_tmpdir.empty() && !a.save.empty() && state.iteration > first_iteration) {
     log.Info("waiting for the background checkpoint move to finish");

@@ -223,7 +223,7 @@ absl::StatusOr<std::vector<TensorMap>> Varuna::SplitBatch(const TensorMap& input
 
 absl::StatusOr<Varuna::Plan> Varuna::MakePlan(const TensorMap& inputs, int64_t examples,
                                               const char* what) {
-  const int64_t chunk = options_.chunk_size > 0 ? options_.chunk_size : options_.batch_size;
+  const int64_t chunk = options_.micro_batch_size();
   absl::StatusOr<std::vector<TensorMap>> micro_batches = SplitBatch(inputs, examples, chunk, what);
   if (!micro_batches.ok()) return micro_batches.status();
   Plan plan;

@@ -5,11 +5,13 @@
 // Usage, on every rank (after Create):
 //   auto engine = Varuna::Create(builder, num_segments, options);
 //   engine->set_optimizer(std::make_unique<Adam>(engine->parameters(), adam), loss_scaling);
+//   engine->load_checkpoint(load_dir, std::nullopt);  // resume (optional)
 //   for each iteration:
 //     engine->optimizer().set_lr(schedule(...));
 //     StepResult r = engine->step(batch);      // forward, backward, update (unless skipped)
 //   engine->evaluate(batch);                   // mean loss, no update
-//   engine->checkpoint(save_dir, iteration, trainer_state);
+//   engine->checkpoint(checkpoint_options, iteration, trainer_state);  // CheckpointOptions
+//   engine->finish_checkpoint();               // before exiting
 //
 // With a stage map of P stages x D replicas, every rank runs the same calls: the model's
 // segments are partitioned into P contiguous stages (pipeline/partition.h, or
@@ -62,6 +64,7 @@ struct VarunaOptions {
   // Examples per replica per step (B_r; Megatron's --batch-size of the Varuna era).
   int batch_size = 1;
   // Examples per micro-batch (Varuna's --chunk_size); 0 means batch_size (one micro-batch).
+  // Read it through micro_batch_size().
   int chunk_size = 0;
   c10::Device device = c10::kCPU;
   // Dtype of the model's weights and activations: kFloat, kHalf (with loss scaling) or
@@ -79,6 +82,9 @@ struct VarunaOptions {
   // The job's processes; required when the stage map has more than one rank, and then
   // world->rank() must equal `rank`. Not owned; must outlive the engine.
   comm::World* world = nullptr;
+
+  // Examples per micro-batch: chunk_size, or batch_size when chunk_size is 0.
+  int micro_batch_size() const { return chunk_size > 0 ? chunk_size : batch_size; }
 };
 
 // Where and how Varuna::checkpoint writes.

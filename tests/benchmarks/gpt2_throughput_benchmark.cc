@@ -52,6 +52,7 @@
 #include "tests/benchmarks/op_profile.h"
 #include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
+#include "trainer/gpt_engine.h"
 #include "trainer/throughput.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
@@ -119,24 +120,20 @@ void Register(varuna::FlagParser& parser, Flags& f) {
 
 struct Options {
   std::string preset;
-  c10::Device device = c10::kCPU;
-  at::ScalarType dtype = at::kFloat;
+  // Batch, micro-batch (chunk_size; micro_batch_size()), device, dtype and clipping.
+  varuna::VarunaOptions engine;
   std::string dtype_name;
-  int batch_size = 0;
-  int chunk_size = 0;
   int steps = 0;
   int warmup_steps = 0;
   int distinct_batches = 0;
   double lr = 0;
   double weight_decay = 0;
-  double clip_grad = 0;
   int64_t seed = 0;
   std::string attention_backend;
   bool profile_ops = false;
   int profile_steps = 0;
   double peak_tflops = 0;
   gpt2::Gpt2Config model;
-  int micro_batch() const { return chunk_size > 0 ? chunk_size : batch_size; }
 };
 
 absl::Status Invalid(const std::string& flag, const std::string& value, const std::string& why) {
@@ -194,20 +191,20 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
         "--device=cuda: no CUDA device is visible to this program (or it was built without "
         "--config=cuda): use --device=cpu, or build with --config=cuda and run on a GPU host");
   }
-  o.device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  o.engine.device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   o.dtype_name = f.dtype.empty() ? (cuda ? "fp16" : "fp32") : f.dtype;
   const std::map<std::string, at::ScalarType> dtypes = {
       {"fp16", at::kHalf}, {"bf16", at::kBFloat16}, {"fp32", at::kFloat}};
   if (dtypes.count(o.dtype_name) == 0) {
     return Invalid("dtype", o.dtype_name, "is not a training dtype: use fp16, bf16 or fp32");
   }
-  o.dtype = dtypes.at(o.dtype_name);
+  o.engine.dtype = dtypes.at(o.dtype_name);
 
-  o.batch_size = f.batch_size;
-  o.chunk_size = f.chunk_size;
-  if (o.chunk_size > o.batch_size) {
+  o.engine.batch_size = f.batch_size;
+  o.engine.chunk_size = f.chunk_size;
+  if (o.engine.chunk_size > o.engine.batch_size) {
     return Invalid("chunk-size", absl::StrCat(f.chunk_size),
-                   absl::StrCat("exceeds --batch-size=", o.batch_size,
+                   absl::StrCat("exceeds --batch-size=", o.engine.batch_size,
                                 ": a micro-batch holds at most the whole batch"));
   }
   o.steps = f.steps;
@@ -217,7 +214,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.profile_steps = f.profile_steps;
   o.lr = f.lr;
   o.weight_decay = f.weight_decay;
-  o.clip_grad = f.clip_grad;
+  o.engine.clip_grad = f.clip_grad;
   o.peak_tflops = f.peak_tflops;
   o.attention_backend = f.attention_backend;
   o.profile_ops = f.profile_ops;
@@ -256,16 +253,17 @@ std::optional<double> PeakMemoryGb(const c10::Device& device) {
 // with --seed, which torch.randint with torch.Generator().manual_seed(seed) reproduces.
 std::vector<varuna::TensorMap> MakeBatches(const Options& o) {
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-  const int64_t b = o.batch_size;
+  const int64_t b = o.engine.batch_size;
   const int64_t s = o.model.seq_length;
   std::vector<varuna::TensorMap> batches;
   for (int k = 0; k < o.distinct_batches; ++k) {
     const at::Tensor tokens = at::randint(0, o.model.vocab_size, {b, s + 1}, generator, at::kLong);
     varuna::TensorMap batch;
-    batch["input_ids"] = tokens.narrow(1, 0, s).contiguous().to(o.device);
-    batch["labels"] = tokens.narrow(1, 1, s).contiguous().to(o.device);
-    batch["position_ids"] = at::arange(s, at::kLong).expand({b, s}).contiguous().to(o.device);
-    batch["loss_mask"] = at::ones({b, s}, at::kFloat).to(o.device);
+    batch["input_ids"] = tokens.narrow(1, 0, s).contiguous().to(o.engine.device);
+    batch["labels"] = tokens.narrow(1, 1, s).contiguous().to(o.engine.device);
+    batch["position_ids"] =
+        at::arange(s, at::kLong).expand({b, s}).contiguous().to(o.engine.device);
+    batch["loss_mask"] = at::ones({b, s}, at::kFloat).to(o.engine.device);
     batches.push_back(std::move(batch));
   }
   return batches;
@@ -306,16 +304,16 @@ absl::Status Step(varuna::Varuna& engine, const varuna::TensorMap& batch, int in
 
 absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::TensorMap>& batches,
                         const Options& o) {
-  const bool cuda = o.device.is_cuda();
+  const bool cuda = o.engine.device.is_cuda();
   double wall_ms = 0;
   absl::StatusOr<std::vector<ProfiledEvent>> events = ProfileEvents(cuda, [&]() -> absl::Status {
-    Synchronize(o.device);
+    Synchronize(o.engine.device);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o.profile_steps; ++i) {
       absl::StatusOr<varuna::StepResult> result = engine.step(batches[i % batches.size()]);
       if (!result.ok()) return result.status();
     }
-    Synchronize(o.device);
+    Synchronize(o.engine.device);
     wall_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return absl::OkStatus();
@@ -351,8 +349,9 @@ absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::Tensor
 // last_skipped_step (1-based, 0 if none), peak_memory_gb (null on the CPU).
 void PrintResult(const Options& o, const std::string& device_name, const std::string& attention,
                  const Run& run, int recomputed) {
-  const int64_t b = o.batch_size;
-  const int micro_batches = (o.batch_size + o.micro_batch() - 1) / o.micro_batch();
+  const int64_t b = o.engine.batch_size;
+  const int micro_batches =
+      (o.engine.batch_size + o.engine.micro_batch_size() - 1) / o.engine.micro_batch_size();
   const double model_flops = gpt2::TrainingFlopsPerIteration(o.model, b);
   const double full_recompute = gpt2::TrainingFlopsWithFullRecompute(o.model, b);
   const double hw_flops = model_flops + (full_recompute - model_flops) * recomputed /
@@ -363,14 +362,14 @@ void PrintResult(const Options& o, const std::string& device_name, const std::st
   const trainer::Throughput t = trainer::MeasureThroughput(
       model_flops, static_cast<double>(b * o.model.seq_length), step_seconds, peak);
   const double hw_tflops = hw_flops / step_seconds / 1e12;
-  const std::optional<double> memory = PeakMemoryGb(o.device);
+  const std::optional<double> memory = PeakMemoryGb(o.engine.device);
 
   absl::PrintF(
       "%s %s on %s: batch %d x %d tokens (micro-batch %d), %d timed steps: %.1f ms/step, %.0f "
       "tokens/s, %.2f TFLOP/s (model), MFU %s; recompute: %d of %d micro-batches%s; loss %.4f -> "
       "%.4f; %zu skipped step(s)%s; peak memory %s\n",
-      o.preset, o.dtype_name, device_name, o.batch_size, o.model.seq_length, o.micro_batch(),
-      o.steps, step_seconds * 1e3, t.tokens_per_second, t.tflops,
+      o.preset, o.dtype_name, device_name, o.engine.batch_size, o.model.seq_length,
+      o.engine.micro_batch_size(), o.steps, step_seconds * 1e3, t.tokens_per_second, t.tflops,
       t.mfu ? absl::StrFormat("%.1f%% of %.0f TFLOP/s", *t.mfu * 100, *peak).c_str()
             : "unknown (no peak for this device: pass --peak-tflops)",
       recomputed, micro_batches,
@@ -392,8 +391,8 @@ void PrintResult(const Options& o, const std::string& device_name, const std::st
   json["dtype"] = o.dtype_name;
   json["device"] = device_name;
   json["attention"] = attention;
-  json["batch"] = o.batch_size;
-  json["micro_batch"] = o.micro_batch();
+  json["batch"] = o.engine.batch_size;
+  json["micro_batch"] = o.engine.micro_batch_size();
   json["seq"] = o.model.seq_length;
   json["steps"] = o.steps;
   json["warmup_steps"] = o.warmup_steps;
@@ -414,35 +413,21 @@ void PrintResult(const Options& o, const std::string& device_name, const std::st
 }
 
 absl::Status Main(const Options& o) {
-  const std::string device_name = trainer::DeviceName(o.device);
-  absl::StatusOr<trainer::AttentionChoice> attention = trainer::ChooseAttentionBackend(
-      o.attention_backend, o.device, o.dtype, o.model, o.micro_batch());
-  if (!attention.ok()) return attention.status();
-  gpt2::Gpt2ExecutionOptions execution;
-  execution.attention = attention->backend;
-
-  varuna::VarunaOptions engine_options;
-  engine_options.batch_size = o.batch_size;
-  engine_options.chunk_size = o.chunk_size;
-  engine_options.device = o.device;
-  engine_options.dtype = o.dtype;
-  engine_options.clip_grad = o.clip_grad;
-  at::manual_seed(static_cast<uint64_t>(o.seed));
-  absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine_or = varuna::Varuna::Create(
-      gpt2::Gpt2StageBuilder(o.model, static_cast<uint64_t>(o.seed), execution), o.model.num_layers,
-      engine_options);
-  if (!engine_or.ok()) return engine_or.status();
-  varuna::Varuna& engine = **engine_or;
-  varuna::AdamOptions adam;
-  adam.lr = o.lr;
-  adam.weight_decay = o.weight_decay;
-  if (absl::Status status = engine.set_optimizer(
-          std::make_unique<varuna::Adam>(engine.parameters(), adam), varuna::LossScalerOptions());
-      !status.ok()) {
-    return status;
-  }
+  const std::string device_name = trainer::DeviceName(o.engine.device);
+  trainer::GptEngineOptions options;
+  options.model = o.model;
+  options.engine = o.engine;
+  options.attention_backend = o.attention_backend;
+  options.seed = static_cast<uint64_t>(o.seed);
+  options.adam.lr = o.lr;
+  options.adam.weight_decay = o.weight_decay;
+  absl::StatusOr<trainer::GptEngine> gpt = trainer::CreateGptEngine(options);
+  if (!gpt.ok()) return gpt.status();
+  const trainer::AttentionChoice* attention = &gpt->attention;
+  varuna::Varuna& engine = *gpt->varuna;
   const std::vector<varuna::TensorMap> batches = MakeBatches(o);
-  const int micro_batches = (o.batch_size + o.micro_batch() - 1) / o.micro_batch();
+  const int micro_batches =
+      (o.engine.batch_size + o.engine.micro_batch_size() - 1) / o.engine.micro_batch_size();
   const int recomputed = RecomputedMicroBatches(micro_batches);
 
   absl::PrintF(
@@ -452,11 +437,11 @@ absl::Status Main(const Options& o) {
       "loss falls as the model memorises them; Adam lr %g, weight decay %g, clip %g, dropout %g\n",
       o.preset, o.model.num_layers, o.model.hidden_size, o.model.num_attention_heads,
       static_cast<long long>(o.model.padded_vocab_size()), o.dtype_name, device_name,
-      attention->reason, o.batch_size, o.model.seq_length, o.micro_batch(),
+      attention->reason, o.engine.batch_size, o.model.seq_length, o.engine.micro_batch_size(),
       varuna::FormatTasks(varuna::BuildSchedule(varuna::ScheduleKind::kVaruna, 1, micro_batches, 0))
           .c_str(),
       recomputed, o.distinct_batches, static_cast<long long>(o.seed), o.lr, o.weight_decay,
-      o.clip_grad, o.model.hidden_dropout);
+      o.engine.clip_grad, o.model.hidden_dropout);
   std::fflush(stdout);
 
   Run run;
@@ -466,14 +451,14 @@ absl::Status Main(const Options& o) {
       return s;
     }
   }
-  Synchronize(o.device);
+  Synchronize(o.engine.device);
   const auto start = std::chrono::steady_clock::now();
   for (int i = o.warmup_steps; i < total; ++i) {
     if (absl::Status s = Step(engine, batches[i % batches.size()], i, total, true, run); !s.ok()) {
       return s;
     }
   }
-  Synchronize(o.device);
+  Synchronize(o.engine.device);
   run.timed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   PrintResult(o, device_name, varuna::kernels::AttentionBackendName(attention->backend), run,

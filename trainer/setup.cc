@@ -1,0 +1,259 @@
+#include "trainer/setup.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "data/tokenizer_status.h"
+#include "models/gpt2/summary.h"
+#include "trainer/paths.h"
+#include "trainer/sample_corpus.h"
+#include "varuna/checkpoint/manifest.h"
+#include "varuna/pipeline/schedule.h"
+
+namespace trainer {
+
+absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
+  if (!a.tokenizer_model.empty()) {
+    auto tokenizer = data::LoadTokenizer(ResolveUserPath(a.tokenizer_model));
+    if (!tokenizer.ok()) return tokenizer.status();
+    if (a.vocab_size != 0 && a.vocab_size != (*tokenizer)->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--vocab-size=", a.vocab_size, " differs from the ", (*tokenizer)->vocab_size(),
+          " pieces of --tokenizer-model=", a.tokenizer_model, ": drop --vocab-size"));
+    }
+    return Vocabulary{(*tokenizer)->vocab_size(), (*tokenizer)->eod_id()};
+  }
+  if (a.vocab_size > 0) return Vocabulary{a.vocab_size, -1};
+  return Vocabulary{a.sample_run ? kSampleVocabSize : 50257, -1};
+}
+
+absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t vocab_size) {
+  absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(a.preset);
+  if (!config.ok()) return config.status();
+  if (a.num_layers) config->num_layers = a.num_layers;
+  if (a.hidden_size) config->hidden_size = a.hidden_size;
+  if (a.num_attention_heads) config->num_attention_heads = a.num_attention_heads;
+  if (a.seq_length) config->seq_length = a.seq_length;
+  if (a.max_position_embeddings) config->max_position_embeddings = a.max_position_embeddings;
+  config->vocab_size = static_cast<int>(vocab_size);
+  config->make_vocab_size_divisible_by = a.make_vocab_size_divisible_by;
+  config->hidden_dropout = a.hidden_dropout;
+  config->attention_dropout = a.attention_dropout;
+  config->init_method_std = a.init_method_std;
+  if (absl::Status status = config->Validate(); !status.ok()) return status;
+  return config;
+}
+
+absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
+  varuna::VarunaOptions options;
+  auto from_env = [](int flag, const char* name) -> absl::StatusOr<int> {
+    if (flag >= 0) return flag;
+    const char* text = std::getenv(name);
+    int value = 0;
+    if (text != nullptr && !absl::SimpleAtoi(text, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the environment variable ", name, "=\"", text, "\" is not a rank"));
+    }
+    return value;
+  };
+  absl::StatusOr<int> rank = from_env(a.rank, "RANK");
+  if (!rank.ok()) return rank.status();
+  absl::StatusOr<int> local_rank = from_env(a.local_rank, "LOCAL_RANK");
+  if (!local_rank.ok()) return local_rank.status();
+  absl::StatusOr<int> world_size = from_env(-1, "WORLD_SIZE");
+  if (!world_size.ok()) return world_size.status();
+  if (!a.stage_to_rank_map.empty()) {
+    absl::StatusOr<varuna::StageMap> map = varuna::StageMap::Parse(a.stage_to_rank_map);
+    if (!map.ok()) return map.status();
+    options.stage_map = *map;
+    if (*world_size > 0 && *world_size != map->world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", map->world_size(),
+          " ranks but WORLD_SIZE=", *world_size, ": start as many processes as the map has"));
+    }
+  } else if (*world_size > 1) {
+    options.stage_map = varuna::StageMap::Uniform(1, *world_size);  // Data parallel only.
+  }
+  absl::StatusOr<varuna::ScheduleKind> schedule = varuna::ParseScheduleKind(a.schedule);
+  if (!schedule.ok()) return schedule.status();
+  options.schedule = *schedule;
+  options.rank = *rank;
+  options.batch_size = a.batch_size;
+  options.chunk_size = a.chunk_size;
+  options.stage_segments = a.stage_segments;
+  options.clip_grad = a.clip_grad;
+  options.dtype = a.fp16 ? at::kHalf : a.bf16 ? at::kBFloat16 : at::kFloat;
+  const bool cuda = a.device.empty() ? at::hasCUDA() : a.device == "cuda";
+  if (cuda && !at::hasCUDA()) {
+    return absl::FailedPreconditionError(
+        "--device=cuda: no CUDA device is visible to this program (or it was built without "
+        "--config=cuda): use --device=cpu, or build with --config=cuda on a GPU host");
+  }
+  if (cuda && (*local_rank < 0 || static_cast<size_t>(*local_rank) >= at::getNumGPUs())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--local_rank=", *local_rank, " (or LOCAL_RANK) selects CUDA device ", *local_rank,
+        ", but this process sees ", at::getNumGPUs(),
+        " CUDA devices: start at most one process per visible GPU, with local ranks from 0"));
+  }
+  options.device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*local_rank))
+                        : c10::Device(c10::kCPU);
+  return options;
+}
+
+absl::Status CheckEodToken(const TrainerArguments& a, const Vocabulary& vocabulary) {
+  if ((a.eod_mask_loss || a.reset_position_ids || a.reset_attention_mask) && vocabulary.eod < 0 &&
+      !a.sample_run) {
+    return absl::InvalidArgumentError(
+        "--eod-mask-loss, --reset-position-ids and --reset-attention-mask need the EOD token: "
+        "give --tokenizer-model");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                      const varuna::VarunaOptions& engine) {
+  if (absl::Status status = varuna::Varuna::ValidateOptions(engine, config.num_layers);
+      !status.ok()) {
+    return status;
+  }
+  const int world_size = engine.stage_map.world_size();
+  if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", world_size,
+        " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
+        "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
+  }
+  if (!a.load.empty()) {
+    const std::string load = ResolveUserPath(a.load);
+    absl::Status found = a.resume_step >= 0 ? varuna::VerifyCheckpoint(load, a.resume_step)
+                                            : varuna::LatestCheckpointIteration(load).status();
+    if (!found.ok()) return found;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArguments& a,
+                                                             bool rank0) {
+  if (a.sample_run) {
+    std::error_code ignored;
+    std::filesystem::create_directories(ResolveUserPath(kSampleFolder), ignored);
+    if (!a.WasGiven("metrics-file") && a.load.empty()) {
+      std::filesystem::remove(ResolveUserPath(a.metrics_file), ignored);
+    }
+  }
+  return TrainingLog::Open(rank0 ? stdout : nullptr,
+                           rank0 ? ResolveUserPath(a.metrics_file) : std::string());
+}
+
+absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const std::string& argv0,
+                                             bool rank0, TrainingLog& log) {
+  TrainingInputs inputs{ResolveUserPath(a.data_path), ResolveUserPath(a.tokenizer_model)};
+  if (!a.sample_run) return inputs;
+  absl::StatusOr<std::string> corpus = FindRunfile(argv0, kSampleCorpus);
+  if (!corpus.ok()) return corpus.status();
+  const std::string folder = ResolveUserPath(kSampleFolder);
+  log.Info(absl::StrCat("> sample run: no --data-path given, so training ", a.preset,
+                        " on the bundled corpus; outputs in ", folder));
+  // Rank 0 prepares the corpus before it joins the job; the others wait for it in JoinJob.
+  absl::StatusOr<SampleCorpus> sample =
+      rank0 ? PrepareSampleCorpus(*corpus, folder, kSampleVocabSize,
+                                  [&log](const std::string& line) { log.Info(line); })
+            : SampleCorpusPaths(folder);
+  if (!sample.ok()) return sample.status();
+  return TrainingInputs{sample->data_prefix, sample->tokenizer_model};
+}
+
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArguments& a,
+                                                               const varuna::VarunaOptions& engine,
+                                                               int world_size) {
+  varuna::comm::WorldOptions options;
+  options.rank = engine.rank;
+  options.world_size = world_size;
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr) {
+    options.master_addr = addr;
+  }
+  if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port) {
+    if (!absl::SimpleAtoi(port, &options.master_port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the environment variable MASTER_PORT=\"", port, "\" is not a port"));
+    }
+  }
+  options.backend = varuna::comm::Backend::kGloo;  // The world group agrees on CPU values.
+  options.timeout = std::chrono::minutes(a.distributed_timeout_minutes);
+  options.cuda_device = engine.device.is_cuda() ? engine.device.index() : 0;
+  return varuna::comm::World::Join(options);
+}
+
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
+                                                             varuna::VarunaOptions& engine,
+                                                             TrainingLog& log) {
+  const int world_size = engine.stage_map.world_size();
+  if (world_size == 1) return nullptr;
+  absl::StatusOr<std::unique_ptr<varuna::comm::World>> world = JoinWorld(a, engine, world_size);
+  if (!world.ok()) return world.status();
+  engine.world = world->get();
+  log.Info(absl::StrFormat("> joined a job of %d processes: %d stages x %d replicas (%s)",
+                           world_size, engine.stage_map.num_stages(),
+                           engine.stage_map.num_replicas(), engine.stage_map.ToString()));
+  return world;
+}
+
+absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
+                                                  const gpt2::Gpt2Config& config,
+                                                  const TrainingInputs& inputs,
+                                                  const varuna::VarunaOptions& engine,
+                                                  Vocabulary& vocabulary) {
+  if (a.sample_run) {
+    auto tokenizer = data::LoadTokenizer(inputs.tokenizer_model);
+    if (!tokenizer.ok()) return tokenizer.status();
+    vocabulary.eod = (*tokenizer)->eod_id();
+  }
+  GptDataOptions options;
+  options.data_prefix = inputs.data_prefix;
+  options.vocab_size = vocabulary.size;
+  options.split = a.split;
+  options.seq_length = config.seq_length;
+  options.seed = static_cast<uint32_t>(a.seed);
+  options.cache_dir = ResolveUserPath(a.data_cache_path);
+  options.batch_size = a.batch_size;
+  options.dp_rank = engine.stage_map.Position(engine.rank).replica;
+  options.dp_size = engine.stage_map.num_replicas();
+  options.train_iters = a.train_iters;
+  options.eval_iters = a.eval_interval > 0 ? a.eval_iters : 0;
+  options.batch.eod_token = vocabulary.eod;
+  options.batch.eod_mask_loss = a.eod_mask_loss;
+  options.batch.reset_position_ids = a.reset_position_ids;
+  options.batch.reset_attention_mask = a.reset_attention_mask;
+  return GptData::Open(options);
+}
+
+GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                                      const varuna::VarunaOptions& engine) {
+  GptEngineOptions options;
+  options.model = config;
+  options.engine = engine;
+  options.attention_backend = a.attention_backend;
+  options.seed = static_cast<uint64_t>(a.seed);
+  options.adam.lr = a.lr;
+  options.adam.beta1 = a.adam_beta1;
+  options.adam.beta2 = a.adam_beta2;
+  options.adam.eps = a.adam_eps;
+  options.adam.weight_decay = a.weight_decay;
+  options.loss_scaling.dynamic = a.loss_scale == 0;
+  options.loss_scaling.initial_scale = a.loss_scale > 0 ? a.loss_scale : a.initial_loss_scale;
+  options.loss_scaling.min_scale = a.min_loss_scale;
+  options.loss_scaling.growth_interval = a.loss_scale_window;
+  options.loss_scaling.hysteresis = a.hysteresis;
+  return options;
+}
+
+}  // namespace trainer

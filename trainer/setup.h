@@ -1,0 +1,97 @@
+// The set-up steps of pretrain_gpt2, in the order it runs them: from its flags
+// (TrainerArguments) to the model configuration, the engine's options, the job's processes, the
+// training inputs, the data and the engine. Each step is one function so that the program's
+// Run reads as the list of steps; each returns an error that names the flag or file to fix.
+//
+// Thread safety: the functions are meant for the program's main thread; JoinJob and the
+// preparation of the sample corpus coordinate with the job's other processes.
+#ifndef VARUNA_TRAINER_SETUP_H_
+#define VARUNA_TRAINER_SETUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/gpt2/config.h"
+#include "trainer/arguments.h"
+#include "trainer/gpt_data.h"
+#include "trainer/gpt_engine.h"
+#include "trainer/training_log.h"
+#include "varuna/comm/world.h"
+#include "varuna/varuna.h"
+
+namespace trainer {
+
+// The sample run (no --data-path): its folder under the user's directory, the corpus in the
+// runfiles, and the size of the tokenizer trained on it.
+inline constexpr char kSampleFolder[] = "varuna_sample_run";
+inline constexpr char kSampleCorpus[] = "data/corpus/fortunes.jsonl";
+inline constexpr int kSampleVocabSize = 4096;
+
+// The vocabulary known before any data is prepared: the tokenizer's (with its EOD id),
+// --vocab-size, the sample run's, or GPT-2's 50,257. The sample run's tokenizer is made later
+// with exactly kSampleVocabSize pieces; its EOD id is read then (OpenData).
+struct Vocabulary {
+  int64_t size = 0;
+  int64_t eod = -1;  // -1: unknown
+};
+absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a);
+
+// The model: --preset with the model flags given over it, for `vocab_size` tokens, validated.
+absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t vocab_size);
+
+// The engine's options from the flags and torchrun's environment (RANK, LOCAL_RANK,
+// WORLD_SIZE): stage map, rank, batch, device and dtype. The world is not joined yet.
+absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a);
+
+// InvalidArgument when a flag needs the EOD token (--eod-mask-loss, --reset-position-ids,
+// --reset-attention-mask) and no tokenizer gives it.
+absl::Status CheckEodToken(const TrainerArguments& a, const Vocabulary& vocabulary);
+
+// What can be checked before a training run writes anything: the engine's options against the
+// model, a multi-rank map started without a launcher, and the checkpoint --load names.
+absl::Status CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                      const varuna::VarunaOptions& engine);
+
+// The log (stdout and the metrics file, on rank 0 only). A fresh sample run starts a fresh
+// metrics file in the sample folder; a resumed one continues it.
+absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArguments& a, bool rank0);
+
+// Where the training data and tokenizer are: the flags', or for the sample run the bundled
+// corpus, which rank 0 tokenizes and preprocesses on first use (the other ranks wait for it).
+struct TrainingInputs {
+  std::string data_prefix;
+  std::string tokenizer_model;  // "" when none was given
+};
+absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const std::string& argv0,
+                                             bool rank0, TrainingLog& log);
+
+// Joins the job of `world_size` processes started by //varuna:launch (or by hand with RANK,
+// WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArguments& a,
+                                                               const varuna::VarunaOptions& engine,
+                                                               int world_size);
+
+// JoinWorld for a training job: nothing for a single process; otherwise joins, points
+// engine->world at the world and logs the layout.
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
+                                                             varuna::VarunaOptions& engine,
+                                                             TrainingLog& log);
+
+// The GPT dataset of this replica (GptData), with the EOD token of the sample run's tokenizer
+// filled into `vocabulary`.
+absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
+                                                  const gpt2::Gpt2Config& config,
+                                                  const TrainingInputs& inputs,
+                                                  const varuna::VarunaOptions& engine,
+                                                  Vocabulary& vocabulary);
+
+// The engine's full options from the flags: Adam's and the loss scaler's among them.
+GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                                      const varuna::VarunaOptions& engine);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_SETUP_H_
