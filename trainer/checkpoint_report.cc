@@ -403,6 +403,11 @@ absl::StatusOr<InspectOptions> ParseInspectArgs(const std::vector<std::string>& 
   parser.Add("tensors", &options.list_tensors, "list every tensor");
   std::vector<std::string> positional;
   if (absl::Status status = parser.Parse(args, &positional); !status.ok()) return status;
+  options.flags_help = parser.Help();
+  if (parser.help_requested()) {
+    options.help_requested = true;
+    return options;
+  }
   if (parser.WasSet("iteration") && options.iteration < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--iteration=", options.iteration, " is not a non-negative integer"));

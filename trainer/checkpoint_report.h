@@ -37,6 +37,9 @@ namespace trainer {
 
 // What to inspect. Paths are used as given (the program resolves relative ones).
 struct InspectOptions {
+  // --help was given: print kInspectUsage and `flags_help` (every flag with its default).
+  bool help_requested = false;
+  std::string flags_help;
   // DIR: a save directory or one varuna_ckpt_<n> directory.
   std::string path;
   // --iteration: the checkpoint of a save directory to report in full; -1: the one --load

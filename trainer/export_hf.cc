@@ -17,17 +17,15 @@
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s\n", trainer::kHfExportUsage);
-      return 0;
-    }
-  }
   absl::StatusOr<trainer::HfExportOptions> options = trainer::ParseHfExportArgs(args);
   if (!options.ok()) {
     std::fprintf(stderr, "export_hf: error: %s\n%s\n",
                  std::string(options.status().message()).c_str(), trainer::kHfExportUsage);
     return 2;
+  }
+  if (options->help_requested) {
+    std::printf("%s\nflags:\n%s", trainer::kHfExportUsage, options->flags_help.c_str());
+    return 0;
   }
   options->checkpoint = trainer::ResolveUserPath(options->checkpoint);
   options->output_dir = trainer::ResolveUserPath(options->output_dir);

@@ -256,6 +256,11 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
   parser.Add("vocab-size", &options.vocab_size, "the real vocabulary (0: from the checkpoint)");
   std::vector<std::string> positional;
   if (absl::Status status = parser.Parse(args, &positional); !status.ok()) return status;
+  options.flags_help = parser.Help();
+  if (parser.help_requested()) {
+    options.help_requested = true;
+    return options;
+  }
   if (parser.WasSet("iteration") && options.iteration < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--iteration=", options.iteration, " is not a non-negative integer"));

@@ -34,6 +34,9 @@ namespace trainer {
 
 // What to export and where. Paths are used as given (the program resolves relative ones).
 struct HfExportOptions {
+  // --help was given: print kHfExportUsage and `flags_help` (every flag with its default).
+  bool help_requested = false;
+  std::string flags_help;
   // CKPT: a save directory holding varuna_ckpt_<n> directories (the newest complete one is
   // exported unless `iteration` is set), or one varuna_ckpt_<n> directory itself.
   std::string checkpoint;

@@ -16,17 +16,15 @@
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s\n", trainer::kInspectUsage);
-      return 0;
-    }
-  }
   absl::StatusOr<trainer::InspectOptions> options = trainer::ParseInspectArgs(args);
   if (!options.ok()) {
     std::fprintf(stderr, "inspect_checkpoint: error: %s\n%s\n",
                  std::string(options.status().message()).c_str(), trainer::kInspectUsage);
     return 2;
+  }
+  if (options->help_requested) {
+    std::printf("%s\nflags:\n%s", trainer::kInspectUsage, options->flags_help.c_str());
+    return 0;
   }
   options->path = trainer::ResolveUserPath(options->path);
   const trainer::CheckpointInspection inspection = trainer::InspectCheckpoint(*options);

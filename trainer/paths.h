@@ -21,7 +21,8 @@ std::string ResolveUserPath(const std::string& path);
 
 // The absolute path of a data file of this workspace (e.g. "data/corpus/fortunes.jsonl"),
 // found in the runfiles of `argv0` (RUNFILES_DIR, <argv0>.runfiles/varuna/, the same next to
-// the running executable, or the current directory as under `bazel run`). NotFound naming the file and the places searched.
+// the running executable, or the current directory as under `bazel run`). NotFound naming the file
+// and the places searched.
 absl::StatusOr<std::string> FindRunfile(const std::string& argv0,
                                         const std::string& workspace_path);
 

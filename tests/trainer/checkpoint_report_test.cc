@@ -249,6 +249,14 @@ TEST(ParseInspectArgsTest, AcceptsDirAndFlags) {
   EXPECT_FALSE(options->list_tensors);
 }
 
+TEST(ParseInspectArgsTest, HelpListsEveryFlagWithItsDefault) {
+  absl::StatusOr<InspectOptions> options = ParseInspectArgs({"--help"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->help_requested);
+  EXPECT_THAT(options->flags_help, AllOf(HasSubstr("--iteration"), HasSubstr("(default -1)"),
+                                         HasSubstr("--tensors"), HasSubstr("(default false)")));
+}
+
 TEST(ParseInspectArgsTest, BadUsageIsNamed) {
   auto message = [](const std::vector<std::string>& args) {
     return std::string(ParseInspectArgs(args).status().message());

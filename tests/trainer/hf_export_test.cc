@@ -184,6 +184,14 @@ std::map<std::string, std::vector<int64_t>> ExpectedHfShapes() {
   return shapes;
 }
 
+TEST(ParseHfExportArgsTest, HelpListsEveryFlagWithItsDefault) {
+  absl::StatusOr<HfExportOptions> options = ParseHfExportArgs({"--help"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->help_requested);
+  EXPECT_THAT(options->flags_help, AllOf(HasSubstr("--tokenizer-model"), HasSubstr("--iteration"),
+                                         HasSubstr("--vocab-size"), HasSubstr("(default 0)")));
+}
+
 TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
   const auto parameters = WriteTiny();
   absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(Options(save_dir_));
