@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,15 +67,9 @@ int main(int argc, char** argv) {
   varuna::FlagParser parser;
   Register(parser, flags);
   std::vector<std::string> positional;
-  if (absl::Status status =
-          parser.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
-      !status.ok()) {
-    std::fprintf(stderr, "preprocess_data: error: %s\n", std::string(status.message()).c_str());
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::printf("%s\n\nFlags:\n%s", kUsage, parser.Help().c_str());
-    return 0;
+  if (std::optional<int> exit =
+          parser.ParseMain("preprocess_data", kUsage, argc, argv, &positional)) {
+    return *exit;
   }
   if (!positional.empty()) {
     std::fprintf(stderr, "preprocess_data: unexpected argument '%s'; all inputs go in --input\n",

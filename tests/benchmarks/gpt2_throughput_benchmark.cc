@@ -68,7 +68,7 @@ using varuna::json::Value;
 constexpr char kUsage[] =
     "GPT-2 training throughput of the Varuna engine in one process.\n"
     "Example: gpt2_throughput_benchmark --preset=gpt2-tiny --device=cpu --dtype=fp32 --steps=5 "
-    "--profile-ops\n";
+    "--profile-ops";
 
 // The command line, with its defaults ("" = decided at run time).
 struct Flags {
@@ -474,15 +474,13 @@ int main(int argc, char** argv) {
   benchmarks::Flags flags;
   varuna::FlagParser parser;
   benchmarks::Register(parser, flags);
-  absl::Status parsed = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
-  if (parsed.ok() && parser.help_requested()) {
-    absl::PrintF("%s\nFlags:\n%s", benchmarks::kUsage, parser.Help());
-    return 0;
+  if (std::optional<int> exit =
+          parser.ParseMain("gpt2_throughput_benchmark", benchmarks::kUsage, argc, argv)) {
+    return *exit;
   }
-  absl::StatusOr<benchmarks::Options> options =
-      parsed.ok() ? benchmarks::MakeOptions(flags) : absl::StatusOr<benchmarks::Options>(parsed);
+  absl::StatusOr<benchmarks::Options> options = benchmarks::MakeOptions(flags);
   if (!options.ok()) {
-    std::fprintf(stderr, "gpt2_throughput_benchmark: %s\n",
+    std::fprintf(stderr, "gpt2_throughput_benchmark: error: %s\n",
                  std::string(options.status().message()).c_str());
     return 2;
   }

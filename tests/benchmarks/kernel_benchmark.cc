@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -338,11 +339,10 @@ int Main(int argc, char** argv) {
   parser.Add("dtype", &options.dtype, "fp16, bf16 or fp32: the activations' and gradients' dtype");
   parser.Add("iterations", &options.iterations, "timed runs per measurement");
   parser.Add("quick", &options.quick, "tiny sizes (a smoke run)");
-  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
-      !status.ok() || parser.help_requested()) {
-    std::fprintf(stderr, "%s\n%s", status.ok() ? "" : std::string(status.message()).c_str(),
-                 parser.Help().c_str());
-    return status.ok() ? 0 : 2;
+  if (std::optional<int> exit =
+          parser.ParseMain("kernel_benchmark",
+                           "Fused kernels against their LibTorch references, timed.", argc, argv)) {
+    return *exit;
   }
   const bool cuda = options.device.empty() ? at::hasCUDA() : options.device == "cuda";
   if (cuda && !at::hasCUDA()) {

@@ -91,16 +91,12 @@ std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
              "16");
   parser.Add("per-layout", &options.per_layout, "candidates per (P, D) layout", "2");
   parser.Add("keep", &options.keep, "keep the temporary folder (logs, profile, metrics)");
-  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
-      !status.ok()) {
-    std::cerr << "simulator_accuracy: " << status.message() << "\n";
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::cout << "Simulator accuracy on the CPU: predicted against measured mini-batch time.\n"
-                 "Example: simulator_accuracy --steps=12 --skip=4\n\nFlags:\n"
-              << parser.Help();
-    return 0;
+  if (std::optional<int> exit = parser.ParseMain(
+          "simulator_accuracy",
+          "Simulator accuracy on the CPU: predicted against measured mini-batch time.\n"
+          "Example: simulator_accuracy --steps=12 --skip=4",
+          argc, argv)) {
+    return *exit;
   }
   if (options.skip < 0) {
     std::cerr << "simulator_accuracy: --skip=" << options.skip << " is negative\n";

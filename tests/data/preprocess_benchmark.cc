@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,18 +67,12 @@ int main(int argc, char** argv) {
   Flags flags;
   varuna::FlagParser parser;
   Register(parser, flags);
-  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
-      !status.ok()) {
-    std::fprintf(stderr, "preprocess_benchmark: error: %s\n",
-                 std::string(status.message()).c_str());
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::printf(
-        "Tokenizing throughput of Preprocess against spm_encode.\nExample: preprocess_benchmark "
-        "--repeats=5\n\nFlags:\n%s",
-        parser.Help().c_str());
-    return 0;
+  if (std::optional<int> exit = parser.ParseMain(
+          "preprocess_benchmark",
+          "Tokenizing throughput of Preprocess against spm_encode.\nExample: preprocess_benchmark "
+          "--repeats=5",
+          argc, argv)) {
+    return *exit;
   }
   // The bundled corpus is a runfile; user paths are relative to where `bazel run` started.
   std::string input = flags.input;

@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -571,18 +572,16 @@ int main(int argc, char** argv) {
   varuna::BenchFlags flags;
   varuna::FlagParser parser;
   varuna::Register(parser, flags);
-  const absl::Status parsed = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
-  if (parsed.ok() && parser.help_requested()) {
-    std::printf(
-        "Step time and activation memory of the pipeline schedules on the CPU.\n"
-        "Example: pipeline_benchmark --steps=8 --schedules=varuna,gpipe\n\nFlags:\n%s",
-        parser.Help().c_str());
-    return 0;
+  if (std::optional<int> exit =
+          parser.ParseMain("pipeline_benchmark",
+                           "Step time and activation memory of the pipeline schedules on the CPU.\n"
+                           "Example: pipeline_benchmark --steps=8 --schedules=varuna,gpipe",
+                           argc, argv)) {
+    return *exit;
   }
-  absl::StatusOr<varuna::BenchConfig> config =
-      parsed.ok() ? varuna::MakeConfig(flags) : absl::StatusOr<varuna::BenchConfig>(parsed);
+  absl::StatusOr<varuna::BenchConfig> config = varuna::MakeConfig(flags);
   if (!config.ok()) {
-    std::fprintf(stderr, "pipeline_benchmark: %s\n",
+    std::fprintf(stderr, "pipeline_benchmark: error: %s\n",
                  std::string(config.status().message()).c_str());
     return 2;
   }

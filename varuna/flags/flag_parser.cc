@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -175,6 +176,21 @@ absl::Status FlagParser::Parse(const std::vector<std::string>& args,
     }
   }
   return absl::OkStatus();
+}
+
+std::optional<int> FlagParser::ParseMain(const std::string& program, const std::string& usage,
+                                         int argc, char** argv,
+                                         std::vector<std::string>* positional) {
+  const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  if (absl::Status status = Parse(args, positional); !status.ok()) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), std::string(status.message()).c_str());
+    return 2;
+  }
+  if (help_requested_) {
+    std::printf("%s\n\nFlags:\n%s", usage.c_str(), Help().c_str());
+    return 0;
+  }
+  return std::nullopt;
 }
 
 absl::Status FlagParser::ParseUntilCommand(const std::vector<std::string>& args,

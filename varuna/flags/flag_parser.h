@@ -67,6 +67,12 @@ class FlagParser {
   absl::Status ParseUntilCommand(const std::vector<std::string>& args,
                                  std::vector<std::string>* command);
 
+  // For a program's main(): Parse of argv[1..argc). Returns nullopt when the program goes on;
+  // otherwise the exit status it returns at once: 0 after printing `usage`, "Flags:" and Help()
+  // to stdout for --help, or 2 after printing "<program>: error: <message>" to stderr.
+  std::optional<int> ParseMain(const std::string& program, const std::string& usage, int argc,
+                               char** argv, std::vector<std::string>* positional = nullptr);
+
   bool help_requested() const { return help_requested_; }
 
   // Whether the flag (canonical name) was given on the command line.

@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -584,17 +585,12 @@ int main(int argc, char** argv) {
   varuna::BenchmarkFlags flags;
   varuna::FlagParser parser;
   varuna::Register(parser, flags);
-  if (absl::Status status = parser.Parse(std::vector<std::string>(argv + 1, argv + argc));
-      !status.ok()) {
-    std::fprintf(stderr, "checkpoint_benchmark: %s\n", std::string(status.message()).c_str());
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::printf(
-        "Checkpoint writing speed of a GPT-2 training state, against dd on the same disk.\n"
-        "Example: checkpoint_benchmark --dir=/some/dir --repeats=2\n\nFlags:\n%s",
-        parser.Help().c_str());
-    return 0;
+  if (std::optional<int> exit = parser.ParseMain(
+          "checkpoint_benchmark",
+          "Checkpoint writing speed of a GPT-2 training state, against dd on the same disk.\n"
+          "Example: checkpoint_benchmark --dir=/some/dir --repeats=2",
+          argc, argv)) {
+    return *exit;
   }
   const absl::Status status = varuna::RunBenchmark(flags);
   if (!status.ok()) {

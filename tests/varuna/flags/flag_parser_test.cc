@@ -6,6 +6,7 @@
 namespace varuna {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 struct Values {
@@ -126,6 +127,34 @@ TEST(FindFlagValueTest, FindsEitherSpellingAndFormLastOneWins) {
   EXPECT_EQ(FlagKeyOf("--fp16"), "fp16");
   EXPECT_EQ(FlagKeyOf("train.py"), "");
   EXPECT_EQ(FlagKeyOf("--"), "");
+}
+
+TEST(FlagParserTest, ParseMainGivesTheExitStatusForHelpAndErrors) {
+  int layers = 2;
+  FlagParser p;
+  p.Add("num-layers", &layers, "layers");
+  std::vector<std::string> storage = {"prog", "--num-layers=3", "file"};
+  std::vector<char*> argv;
+  for (std::string& arg : storage) argv.push_back(arg.data());
+  std::vector<std::string> positional;
+  EXPECT_EQ(p.ParseMain("prog", "usage", 3, argv.data(), &positional), std::nullopt);
+  EXPECT_EQ(layers, 3);
+  EXPECT_EQ(positional, std::vector<std::string>{"file"});
+
+  storage = {"prog", "--help"};
+  argv = {storage[0].data(), storage[1].data()};
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(p.ParseMain("prog", "usage: prog", 2, argv.data()), 0);
+  EXPECT_THAT(::testing::internal::GetCapturedStdout(),
+              AllOf(HasSubstr("usage: prog\n\nFlags:\n"), HasSubstr("--num-layers")));
+
+  FlagParser q;
+  storage = {"prog", "--num-layerz=1"};
+  argv = {storage[0].data(), storage[1].data()};
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(q.ParseMain("prog", "usage", 2, argv.data()), 2);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("prog: error: unknown flag --num-layerz"));
 }
 
 }  // namespace
