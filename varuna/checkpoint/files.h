@@ -31,6 +31,9 @@
 // metadata.json matches, metadata.json is well formed and every file it lists has the
 // recorded size (and, where checked, CRC-32C). Readers never load one that is not both.
 //
+// The names, the tracker, and reading and verifying the manifest need no tensors; they are
+// declared in manifest.h (included here), which programs without LibTorch use alone.
+//
 // Thread safety: the functions are reentrant; the caller ensures that one job writes a
 // given iteration of a save directory at a time.
 #ifndef VARUNA_CHECKPOINT_FILES_H_
