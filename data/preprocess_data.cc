@@ -31,41 +31,32 @@ constexpr char kUsage[] =
     "Tokenizes text into a Megatron indexed dataset (.bin/.idx).\nExample: preprocess_data "
     "--input=corpus.jsonl --output-prefix=out/corpus --tokenizer-model=tok.model";
 
-// The command line, with its defaults.
-struct Flags {
-  std::string input;
-  std::string output_prefix;
-  std::string tokenizer_model;
-  std::string json_keys = "text";
-  bool append_eod = true;
-  int workers = 0;
-  int64_t log_interval = 10000;
-};
-
-// Registers the flags on `parser`; parsing writes them into `flags`, which must outlive it.
-void Register(varuna::FlagParser& parser, Flags& flags) {
-  parser.Add("input", &flags.input,
+// Registers the flags on `parser`: --input into `input` (comma-separated), the others into
+// `options`, whose values are the defaults. Both must outlive the parser.
+void Register(varuna::FlagParser& parser, std::string& input, data::PreprocessOptions& options) {
+  parser.Add("input", &input,
              "Comma-separated input files: *.jsonl/*.json hold one JSON object per line with the "
              "text in the --json-keys field; other files are plain text, documents separated by "
              "blank lines.");
-  parser.Add("output-prefix", &flags.output_prefix,
+  parser.Add("output-prefix", &options.output_prefix,
              "Writes <output-prefix>_<json-keys>_document.bin and .idx.");
-  parser.Add("tokenizer-model", &flags.tokenizer_model,
+  parser.Add("tokenizer-model", &options.tokenizer_model,
              "SentencePiece model file (make one with //data:train_tokenizer).");
-  parser.Add("json-keys", &flags.json_keys, "The JSON field that holds each document's text.");
-  parser.Add("append-eod", &flags.append_eod,
+  parser.Add("json-keys", &options.json_key, "The JSON field that holds each document's text.");
+  parser.Add("append-eod", &options.append_eod,
              "Append the tokenizer's end-of-document id after every document "
              "(--append-eod=false to turn off).");
-  parser.Add("workers", &flags.workers, "Tokenizing threads; 0 means one per hardware thread.");
-  parser.Add("log-interval", &flags.log_interval, "Print progress every this many documents.");
+  parser.Add("workers", &options.workers, "Tokenizing threads; 0 means one per hardware thread.");
+  parser.Add("log-interval", &options.log_interval, "Print progress every this many documents.");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Flags flags;
+  std::string input;
+  data::PreprocessOptions options;
   varuna::FlagParser parser;
-  Register(parser, flags);
+  Register(parser, input, options);
   std::vector<std::string> positional;
   if (std::optional<int> exit =
           parser.ParseMain("preprocess_data", kUsage, argc, argv, &positional)) {
@@ -80,14 +71,7 @@ int main(int argc, char** argv) {
     if (::chdir(dir) != 0) std::perror(dir);
   }
 
-  data::PreprocessOptions options;
-  options.input_files = absl::StrSplit(flags.input, ',', absl::SkipEmpty());
-  options.output_prefix = flags.output_prefix;
-  options.tokenizer_model = flags.tokenizer_model;
-  options.json_key = flags.json_keys;
-  options.append_eod = flags.append_eod;
-  options.workers = flags.workers;
-  options.log_interval = flags.log_interval;
+  options.input_files = absl::StrSplit(input, ',', absl::SkipEmpty());
   options.log = &std::cerr;
   absl::StatusOr<data::PreprocessStats> stats = data::Preprocess(options);
   if (!stats.ok()) {

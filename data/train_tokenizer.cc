@@ -35,41 +35,38 @@ constexpr char kUsage[] =
     "Trains a SentencePiece tokenizer.\nExample: train_tokenizer --input=corpus.jsonl "
     "--model-prefix=tok --vocab-size=8000";
 
-// The command line, with its defaults.
-struct Flags {
-  std::string input;
-  std::string model_prefix;
-  int vocab_size = 8000;
-  std::string model_type = "bpe";
-  int threads = 0;
+// The flags that are not fields of data::TokenizerTrainOptions, with their defaults.
+struct ToolFlags {
+  std::string input;  // comma-separated
+  int threads = 0;    // 0: one per hardware thread
   std::string json_keys = "text";
-  int64_t input_sentence_size = 300000;
-  bool verbose = false;
 };
 
-// Registers the flags on `parser`; parsing writes them into `flags`, which must outlive it.
-void Register(varuna::FlagParser& parser, Flags& flags) {
-  parser.Add("input", &flags.input,
+// Registers the flags on `parser`: into `tool`, or into `options`, whose values are the
+// defaults. Both must outlive the parser.
+void Register(varuna::FlagParser& parser, ToolFlags& tool, data::TokenizerTrainOptions& options) {
+  parser.Add("input", &tool.input,
              "Comma-separated training files: *.jsonl/*.json (text in the --json-keys field of "
              "each line) or plain text.");
-  parser.Add("model-prefix", &flags.model_prefix,
+  parser.Add("model-prefix", &options.model_prefix,
              "Writes <model-prefix>.model and <model-prefix>.vocab.");
-  parser.Add("vocab-size", &flags.vocab_size,
+  parser.Add("vocab-size", &options.vocab_size,
              "Pieces in the model, including 4 special and 256 byte pieces.");
-  parser.Add("model-type", &flags.model_type, "bpe or unigram.");
-  parser.Add("threads", &flags.threads, "Training threads; 0 means one per hardware thread.");
-  parser.Add("json-keys", &flags.json_keys, "The JSON field that holds each document's text.");
-  parser.Add("input-sentence-size", &flags.input_sentence_size,
+  parser.Add("model-type", &options.model_type, "bpe or unigram.");
+  parser.Add("threads", &tool.threads, "Training threads; 0 means one per hardware thread.");
+  parser.Add("json-keys", &tool.json_keys, "The JSON field that holds each document's text.");
+  parser.Add("input-sentence-size", &options.input_sentence_size,
              "Train on at most this many lines, sampled from the input (0: all).");
-  parser.Add("verbose", &flags.verbose, "Print SentencePiece's training log.");
+  parser.Add("verbose", &options.verbose, "Print SentencePiece's training log.");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Flags flags;
+  ToolFlags flags;
+  data::TokenizerTrainOptions options;
   varuna::FlagParser parser;
-  Register(parser, flags);
+  Register(parser, flags, options);
   std::vector<std::string> positional;
   if (std::optional<int> exit =
           parser.ParseMain("train_tokenizer", kUsage, argc, argv, &positional)) {
@@ -84,16 +81,10 @@ int main(int argc, char** argv) {
     if (::chdir(dir) != 0) std::perror(dir);
   }
 
-  data::TokenizerTrainOptions options;
   options.input_files = absl::StrSplit(flags.input, ',', absl::SkipEmpty());
-  options.model_prefix = flags.model_prefix;
-  options.vocab_size = flags.vocab_size;
-  options.model_type = flags.model_type;
   options.num_threads = flags.threads > 0
                             ? flags.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  options.input_sentence_size = flags.input_sentence_size;
-  options.verbose = flags.verbose;
   if (options.input_files.empty()) {
     std::fprintf(stderr, "train_tokenizer: error: no input files (--input is empty)\n");
     return 1;

@@ -116,6 +116,14 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.Add("profile-ops", &f.profile_ops, "afterwards, profile --profile-steps steps op by op");
   parser.Add("profile-steps", &f.profile_steps, "steps --profile-ops profiles", "3");
   parser.Add("peak-tflops", &f.peak_tflops, "device peak for MFU (0: the built-in table)", "0");
+  for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
+    parser.SetMinimum(name, 1);
+  }
+  for (const char* name : {"chunk-size", "seq-length", "warmup-steps", "seed", "profile-steps",
+                           "lr", "weight-decay", "clip-grad", "peak-tflops"}) {
+    parser.SetMinimum(name, 0);
+  }
+  parser.SetMinimum("dropout", -1);
 }
 
 struct Options {
@@ -140,42 +148,9 @@ absl::Status Invalid(const std::string& flag, const std::string& value, const st
   return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, " ", why));
 }
 
-// InvalidArgument unless `value` >= `min`; the message suggests the flag's default.
-template <typename T>
-absl::Status CheckAtLeast(const std::string& name, T value, T min, T default_value) {
-  if (value >= min) return absl::OkStatus();
-  return Invalid(name, absl::StrCat(value),
-                 absl::StrCat("is not ", std::is_integral_v<T> ? "an integer" : "a number",
-                              " >= ", min, ": pass e.g. --", name, "=", default_value));
-}
-
 // Checks the parsed flags' ranges and combinations and resolves the run-time defaults;
 // InvalidArgument naming the flag (FailedPrecondition for --device=cuda without a GPU).
 absl::StatusOr<Options> MakeOptions(const Flags& f) {
-  const Flags d;  // the defaults, which the messages suggest
-  for (const auto& [name, value, min, default_value] :
-       std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>>{
-           {"batch-size", f.batch_size, 1, d.batch_size},
-           {"steps", f.steps, 1, d.steps},
-           {"distinct-batches", f.distinct_batches, 1, d.distinct_batches},
-           {"vocab-size", f.vocab_size, 1, d.vocab_size},
-           {"chunk-size", f.chunk_size, 0, d.chunk_size},
-           {"seq-length", f.seq_length, 0, d.seq_length},
-           {"warmup-steps", f.warmup_steps, 0, d.warmup_steps},
-           {"seed", f.seed, 0, d.seed},
-           {"profile-steps", f.profile_steps, 0, d.profile_steps}}) {
-    if (absl::Status s = CheckAtLeast(name, value, min, default_value); !s.ok()) return s;
-  }
-  for (const auto& [name, value, min, default_value] :
-       std::vector<std::tuple<std::string, double, double, double>>{
-           {"lr", f.lr, 0, d.lr},
-           {"weight-decay", f.weight_decay, 0, d.weight_decay},
-           {"clip-grad", f.clip_grad, 0, d.clip_grad},
-           {"peak-tflops", f.peak_tflops, 0, d.peak_tflops},
-           {"dropout", f.dropout, -1, d.dropout}}) {
-    if (absl::Status s = CheckAtLeast(name, value, min, default_value); !s.ok()) return s;
-  }
-
   Options o;
   o.preset = f.preset;
   absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(o.preset);

@@ -101,6 +101,12 @@ void Register(FlagParser& parser, BenchFlags& f) {
   parser.Add("mmap_threshold", &f.mmap_threshold,
              "glibc's mmap threshold in the memory runs, bytes (0: glibc's adaptive default)",
              "65536");
+  for (const char* name : {"num_layers", "hidden_size", "num_attention_heads", "seq_length",
+                           "vocab_size", "chunk_size", "micro_batches", "steps", "stages"}) {
+    parser.SetMinimum(name, 1);
+  }
+  parser.SetMinimum("warmup", 0);
+  parser.SetMinimum("mmap_threshold", 0);
 }
 
 // The flags as --name=value arguments, for the workers (which parse them with Register).
@@ -139,26 +145,6 @@ struct BenchConfig {
 // Checks the flags' ranges and combinations and builds the configuration; InvalidArgument
 // naming the flag.
 absl::StatusOr<BenchConfig> MakeConfig(const BenchFlags& f) {
-  const BenchFlags d;  // the defaults, which the messages suggest
-  for (const auto& [name, value, min, default_value] :
-       std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>>{
-           {"num_layers", f.num_layers, 1, d.num_layers},
-           {"hidden_size", f.hidden_size, 1, d.hidden_size},
-           {"num_attention_heads", f.num_attention_heads, 1, d.num_attention_heads},
-           {"seq_length", f.seq_length, 1, d.seq_length},
-           {"vocab_size", f.vocab_size, 1, d.vocab_size},
-           {"chunk_size", f.chunk_size, 1, d.chunk_size},
-           {"micro_batches", f.micro_batches, 1, d.micro_batches},
-           {"steps", f.steps, 1, d.steps},
-           {"stages", f.stages, 1, d.stages},
-           {"warmup", f.warmup, 0, d.warmup},
-           {"mmap_threshold", f.mmap_threshold, 0, d.mmap_threshold}}) {
-    if (value < min) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value,
-                                                     " is not an integer >= ", min,
-                                                     ": pass e.g. --", name, "=", default_value));
-    }
-  }
   if (!(f.dropout >= 0 && f.dropout < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dropout=", f.dropout, " is not a probability in [0, 1): pass e.g. --dropout=0.1"));

@@ -79,6 +79,10 @@ void FlagParser::AddAlias(const std::string& alias, const std::string& name) {
   flags_[position].aliases.push_back(alias);
 }
 
+void FlagParser::SetMinimum(const std::string& name, double minimum) {
+  flags_[index_.at(Key(name))].minimum = minimum;
+}
+
 absl::Status FlagParser::Assign(const Flag& flag, const std::string& text) const {
   auto bad = [&](const char* expected, const std::string& fix) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag.name, "=", text, " is not ", expected,
@@ -114,6 +118,34 @@ absl::Status FlagParser::Assign(const Flag& flag, const std::string& text) const
                    absl::StrCat("write --", flag.name, " or --", flag.name, "=false"));
       }
       break;
+  }
+  if (flag.minimum) {
+    // The parsed value, as the number it is.
+    std::string value;
+    bool below = false;
+    switch (flag.type) {
+      case Type::kInt64:
+        value = absl::StrCat(*static_cast<int64_t*>(flag.value));
+        below = *static_cast<int64_t*>(flag.value) < *flag.minimum;
+        break;
+      case Type::kInt:
+        value = absl::StrCat(*static_cast<int*>(flag.value));
+        below = *static_cast<int*>(flag.value) < *flag.minimum;
+        break;
+      case Type::kDouble:
+        value = absl::StrCat(*static_cast<double*>(flag.value));
+        below = *static_cast<double*>(flag.value) < *flag.minimum;
+        break;
+      case Type::kString:
+      case Type::kBool:
+        break;
+    }
+    if (below) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag.name, "=", value, " is not ",
+                       flag.type == Type::kDouble ? "a number" : "an integer",
+                       " >= ", *flag.minimum, ": pass e.g. --", flag.name, "=", flag.default_text));
+    }
   }
   return absl::OkStatus();
 }

@@ -47,6 +47,10 @@ class FlagParser {
   // --gpus_per_node).
   void AddAlias(const std::string& alias, const std::string& name);
 
+  // The registered numeric flag `name` accepts only values >= `minimum`; a smaller one is an
+  // error "--name=V is not an integer >= M: pass e.g. --name=<the default>".
+  void SetMinimum(const std::string& name, double minimum);
+
   // What an unknown flag's message says after "unknown flag --<name>": by default the
   // closest known flag ("(did you mean --num-layers?)") and "; see --help".
   void SetUnknownFlagAdvice(std::function<std::string(const std::string& name)> advice) {
@@ -97,6 +101,7 @@ class FlagParser {
     std::string default_text;
     std::string example;
     std::vector<std::string> aliases;
+    std::optional<double> minimum;  // numeric flags: the smallest accepted value
   };
 
   void Register(const std::string& name, Type type, void* value, const std::string& help,

@@ -157,5 +157,20 @@ TEST(FlagParserTest, ParseMainGivesTheExitStatusForHelpAndErrors) {
               HasSubstr("prog: error: unknown flag --num-layerz"));
 }
 
+TEST(FlagParserTest, MinimumsAreCheckedNamingTheDefault) {
+  int batch = 8;
+  double lr = 1.5e-4;
+  FlagParser p;
+  p.Add("batch-size", &batch, "sequences");
+  p.Add("lr", &lr, "learning rate");
+  p.SetMinimum("batch-size", 1);
+  p.SetMinimum("lr", 0);
+  EXPECT_TRUE(p.Parse({"--batch_size=1", "--lr=0"}).ok());
+  EXPECT_EQ(std::string(p.Parse({"--batch-size=0"}).message()),
+            "--batch-size=0 is not an integer >= 1: pass e.g. --batch-size=8");
+  EXPECT_EQ(std::string(p.Parse({"--lr=-0.5"}).message()),
+            "--lr=-0.5 is not a number >= 0: pass e.g. --lr=0.00015");
+}
+
 }  // namespace
 }  // namespace varuna
