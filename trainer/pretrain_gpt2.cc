@@ -273,13 +273,13 @@ struct IterationCost {
 };
 
 IterationCost CostOf(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                     const varuna::VarunaOptions& engine) {
+                     const varuna::VarunaOptions& engine, const std::string& device_name) {
   IterationCost cost;
   cost.global_batch = a.batch_size * engine.stage_map.num_replicas();
   cost.flops = gpt2::TrainingFlopsPerIteration(config, cost.global_batch);
   cost.tokens = static_cast<double>(cost.global_batch) * static_cast<double>(config.seq_length);
-  const std::optional<double> peak = a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops)
-                                                       : PeakTflops(DeviceName(engine.device));
+  const std::optional<double> peak =
+      a.peak_tflops > 0 ? std::optional<double>(a.peak_tflops) : PeakTflops(device_name);
   if (peak) cost.job_peak_tflops = *peak * engine.stage_map.world_size();
   return cost;
 }
@@ -385,13 +385,13 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
 
   // 4. Train: step, log, evaluate, checkpoint, until --train-iters, a stop or --exit-interval.
   const LrSchedule schedule(ScheduleOptions(a));
-  const IterationCost cost = CostOf(a, *config, *engine_options);
+  const std::string device_name = DeviceName(engine_options->device);
+  const IterationCost cost = CostOf(a, *config, *engine_options, device_name);
   log.Info(
       absl::StrFormat("> training %s for %d iterations on %s (%s), global batch %d x %d tokens, "
                       "%.3g GFLOP per iteration (Megatron's formula)",
-                      a.preset, a.train_iters, DeviceName(engine_options->device),
-                      c10::toString(engine_options->dtype), cost.global_batch, config->seq_length,
-                      cost.flops / 1e9));
+                      a.preset, a.train_iters, device_name, c10::toString(engine_options->dtype),
+                      cost.global_batch, config->seq_length, cost.flops / 1e9));
   if (a.eval_interval > 0 && state.iteration == 0) {
     absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
     if (!loss.ok()) return loss.status();

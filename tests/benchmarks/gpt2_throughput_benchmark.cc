@@ -37,8 +37,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"

@@ -29,8 +29,8 @@ namespace fs = std::filesystem;
 using checkpoint_internal::CheckFile;
 using checkpoint_internal::CheckFormat;
 using checkpoint_internal::JoinPath;
-using checkpoint_internal::ParseChecksum;
 using checkpoint_internal::kMaxMetadataBytes;
+using checkpoint_internal::ParseChecksum;
 using checkpoint_internal::ReadJsonFile;
 
 constexpr char kDirPrefix[] = "varuna_ckpt_";
@@ -265,18 +265,6 @@ absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, s
       absl::StrCat("no complete checkpoint in ", load_dir, ": ", tracker_problem,
                    rejected.empty() ? ", and there is no varuna_ckpt_<iteration> directory"
                                     : absl::StrCat("; rejected: ", absl::StrJoin(rejected, "; "))));
-}
-
-absl::StatusOr<int64_t> ReadCheckpointTracker(const std::string& save_dir) {
-  const std::string path = JoinPath(save_dir, kCheckpointTrackerFile);
-  absl::StatusOr<std::string> text = ReadFileToString(path, kMaxMetadataBytes);
-  if (!text.ok()) return text.status();
-  int64_t iteration = -1;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &iteration) || iteration < 0) {
-    return absl::DataLossError(absl::StrCat(path, " holds \"", absl::StripAsciiWhitespace(*text),
-                                            "\", not an iteration number"));
-  }
-  return iteration;
 }
 
 }  // namespace varuna

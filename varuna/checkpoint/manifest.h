@@ -86,12 +86,6 @@ absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir,
                                                   std::string* note = nullptr,
                                                   const std::set<int64_t>& exclude = {});
 
-// The iteration save_dir's tracker (kCheckpointTrackerFile, Megatron's
-// latest_checkpointed_iteration.txt) names, whether or not that checkpoint is complete.
-// Errors: NotFound when there is no tracker; DataLoss naming it when it holds no iteration
-// number; errno statuses naming it.
-absl::StatusOr<int64_t> ReadCheckpointTracker(const std::string& save_dir);
-
 }  // namespace varuna
 
 #endif  // VARUNA_CHECKPOINT_MANIFEST_H_

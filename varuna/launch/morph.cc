@@ -315,6 +315,7 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
   if (!first.ok()) return fail(first.status(), 2);
   std::vector<std::string> listed = *first;
   int generation = 0;
+  std::optional<int64_t> checkpoint;  // the one the last generation stopped at
   while (true) {
     absl::StatusOr<MorphGeneration> config =
         ConfigureGeneration(resolved, listed, profile ? &*profile : nullptr, context.host_name);
@@ -330,11 +331,9 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
     }
     std::vector<std::string> command = job_command;
     std::string resume_note;
-    if (generation > 0) {
-      if (absl::StatusOr<int64_t> at = LatestCheckpointIteration(save_dir); at.ok()) {
-        command = ResumeCommand(command, save);
-        resume_note = absl::StrCat(", resuming from iteration ", *at, " in ", save);
-      }
+    if (checkpoint) {
+      command = ResumeCommand(command, save);
+      resume_note = absl::StrCat(", resuming from iteration ", *checkpoint, " in ", save);
     }
     const int port = options.master_port != 0 ? options.master_port : FreeTcpPort();
     Say(context, absl::StrCat("morph generation ", generation, ": ", listed.size(),
@@ -375,10 +374,11 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
               "): check that the worker program checkpoints on SIGUSR1")),
           1);
     }
+    checkpoint = *at;
     ++generation;
     listed = WaitForList(
         list_path, [](const std::vector<std::string>&) { return true; },
-        absl::StrCat("checkpoint at iteration ", *at, "; waiting for ", list_path,
+        absl::StrCat("checkpoint at iteration ", *checkpoint, "; waiting for ", list_path,
                      " to list machines"),
         context);
   }
