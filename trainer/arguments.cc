@@ -103,6 +103,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "causal attention: fused-softmax, sdpa, or auto (the faster on a GPU)");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
+  p.Add("p2p-backend", &a.p2p_backend,
+        "activations, gradients and tied weights between stages: nccl, gloo (through pinned "
+        "host memory, Varuna's transport; ranks may share a GPU), or auto (nccl on CUDA)");
+  p.Add("dp-backend", &a.dp_backend,
+        "the data-parallel gradient all-reduce: nccl, gloo, or auto (nccl on CUDA)");
 }
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
@@ -195,6 +200,13 @@ absl::Status Validate(const TrainerArguments& a) {
       a.attention_backend != "sdpa") {
     return Invalid(absl::StrCat("--attention-backend=", a.attention_backend,
                                 " is not a backend: use fused-softmax, sdpa or auto"));
+  }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--p2p-backend", a.p2p_backend},
+        {"--dp-backend", a.dp_backend}}) {
+    if (value != "auto" && value != "nccl" && value != "gloo") {
+      return Invalid(absl::StrCat(flag, "=", value, " is not a backend: use nccl, gloo or auto"));
+    }
   }
   if (a.distributed_timeout_minutes < 1) {
     return Invalid(absl::StrCat("--distributed-timeout-minutes=", a.distributed_timeout_minutes,

@@ -92,6 +92,11 @@ struct TrainerArguments {
   std::string schedule = "varuna";             // varuna, gpipe or 1f1b
   std::string attention_backend = "auto";      // auto, fused-softmax or sdpa
   int distributed_timeout_minutes = 10;
+  // Libraries of the pipeline (and tied-weight) transfers and of the data-parallel all-reduce:
+  // auto (NCCL on CUDA, Gloo on the CPU), nccl, or gloo (host-staged on CUDA: ranks may then
+  // share a GPU).
+  std::string p2p_backend = "auto";
+  std::string dp_backend = "auto";
 
   // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments
   // applies to the flags not given (see README).

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -53,6 +55,56 @@ absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t 
   return config;
 }
 
+namespace {
+
+// --p2p-backend / --dp-backend (checked by ValidateArguments): unset for auto.
+std::optional<varuna::comm::Backend> ParseBackendFlag(const std::string& flag) {
+  if (flag == "nccl") return varuna::comm::Backend::kNccl;
+  if (flag == "gloo") return varuna::comm::Backend::kGloo;
+  return std::nullopt;
+}
+
+// The CUDA device of local rank `local_rank`: its own GPU while there are enough, else (only
+// with host-staged Gloo for every group) GPU local_rank mod the visible count, shared.
+absl::StatusOr<int> CudaDeviceOf(int local_rank, const varuna::VarunaOptions& options) {
+  const int gpus = static_cast<int>(at::getNumGPUs());
+  if (local_rank >= 0 && local_rank < gpus) return local_rank;
+  const bool staged = options.effective_p2p_backend() == varuna::comm::Backend::kGloo &&
+                      options.effective_dp_backend() == varuna::comm::Backend::kGloo;
+  if (local_rank < 0 || !staged) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--local_rank=", local_rank, " (or LOCAL_RANK) selects CUDA device ", local_rank,
+        ", but this process sees ", gpus,
+        " CUDA devices: start at most one process per visible GPU, with local ranks from 0, or "
+        "let ranks share GPUs with --p2p-backend=gloo --dp-backend=gloo (Varuna's transport "
+        "through host memory; NCCL needs a GPU per rank)"));
+  }
+  return local_rank % gpus;
+}
+
+}  // namespace
+
+std::string DescribeTransport(const varuna::VarunaOptions& engine) {
+  auto name = [&](varuna::comm::Backend backend) -> std::string {
+    if (backend == varuna::comm::Backend::kNccl) return "nccl";
+    return engine.device.is_cuda() ? "gloo (host-staged)" : "gloo";
+  };
+  std::string text =
+      absl::StrCat("pipeline and tied weights over ", name(engine.effective_p2p_backend()),
+                   ", data parallel over ", name(engine.effective_dp_backend()));
+  if (!engine.device.is_cuda()) return text;
+  const int gpus = static_cast<int>(at::getNumGPUs());
+  int local_ranks = 0;
+  if (const char* env = std::getenv("LOCAL_WORLD_SIZE"); env != nullptr) {
+    if (!absl::SimpleAtoi(env, &local_ranks)) local_ranks = 0;
+  }
+  if (local_ranks > gpus) {
+    absl::StrAppend(&text, "; ", local_ranks, " local ranks share ", gpus,
+                    " visible GPU(s): local rank i runs on cuda:(i mod ", gpus, ")");
+  }
+  return text;
+}
+
 absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   varuna::VarunaOptions options;
   auto from_env = [](int flag, const char* name) -> absl::StatusOr<int> {
@@ -98,14 +150,14 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
         "--device=cuda: no CUDA device is visible to this program (or it was built without "
         "--config=cuda): use --device=cpu, or build with --config=cuda on a GPU host");
   }
-  if (cuda && (*local_rank < 0 || static_cast<size_t>(*local_rank) >= at::getNumGPUs())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--local_rank=", *local_rank, " (or LOCAL_RANK) selects CUDA device ", *local_rank,
-        ", but this process sees ", at::getNumGPUs(),
-        " CUDA devices: start at most one process per visible GPU, with local ranks from 0"));
+  options.p2p_backend = ParseBackendFlag(a.p2p_backend);
+  options.dp_backend = ParseBackendFlag(a.dp_backend);
+  options.device = c10::Device(c10::kCPU);
+  if (cuda) {
+    absl::StatusOr<int> index = CudaDeviceOf(*local_rank, options);
+    if (!index.ok()) return index.status();
+    options.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*index));
   }
-  options.device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*local_rank))
-                        : c10::Device(c10::kCPU);
   return options;
 }
 
@@ -201,9 +253,10 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArgume
   absl::StatusOr<std::unique_ptr<varuna::comm::World>> world = JoinWorld(a, engine, world_size);
   if (!world.ok()) return world.status();
   engine.world = world->get();
-  log.Info(absl::StrFormat("> joined a job of %d processes: %d stages x %d replicas (%s)",
+  log.Info(absl::StrFormat("> joined a job of %d processes: %d stages x %d replicas (%s); %s",
                            world_size, engine.stage_map.num_stages(),
-                           engine.stage_map.num_replicas(), engine.stage_map.ToString()));
+                           engine.stage_map.num_replicas(), engine.stage_map.ToString(),
+                           DescribeTransport(engine)));
   return world;
 }
 

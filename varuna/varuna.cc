@@ -101,6 +101,16 @@ absl::Status Varuna::ValidateOptions(const VarunaOptions& options, int num_segme
         absl::StrCat("--chunk_size=", options.chunk_size, " must be between 1 and --batch-size=",
                      options.batch_size, " (or 0 for one micro-batch per step)"));
   }
+  if (!options.device.is_cuda()) {
+    for (const auto& [flag, backend] : {std::pair{"--p2p-backend", options.p2p_backend},
+                                        std::pair{"--dp-backend", options.dp_backend}}) {
+      if (backend == comm::Backend::kNccl) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, "=nccl needs CUDA tensors but the device is ", options.device.str(),
+                         ": use gloo on the CPU (or leave it out)"));
+      }
+    }
+  }
   if (!IsFloatingModelDtype(options.dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("model dtype ", c10::toString(options.dtype),
@@ -124,9 +134,10 @@ absl::StatusOr<std::unique_ptr<Varuna>> Varuna::Create(const StageBuilder& build
   StageGroups groups;
   groups.position = map.Position(options.rank);
   if (options.world != nullptr && map.world_size() > 1) {
-    absl::StatusOr<StageGroups> created =
-        CreateStageGroups(*options.world, map,
-                          options.device.is_cuda() ? comm::Backend::kNccl : comm::Backend::kGloo);
+    absl::StatusOr<StageGroups> created = CreateStageGroups(
+        *options.world, map,
+        StageBackends{options.effective_p2p_backend(), options.effective_dp_backend()},
+        options.device);
     if (!created.ok()) return created.status();
     groups = std::move(*created);
   }

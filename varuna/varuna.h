@@ -82,6 +82,20 @@ struct VarunaOptions {
   // The job's processes; required when the stage map has more than one rank, and then
   // world->rank() must equal `rank`. Not owned; must outlive the engine.
   comm::World* world = nullptr;
+  // The library of the pipeline and tied-weight groups (p2p_backend) and of the data-parallel
+  // groups (dp_backend). Unset: the device's own, Gloo on the CPU and NCCL on CUDA. NCCL needs
+  // CUDA and one GPU per rank. Gloo on CUDA stages the tensors through pinned host memory
+  // (comm/host_staged_process_group.h): Varuna's transport for commodity networks, and the one
+  // that lets several ranks share a GPU.
+  std::optional<comm::Backend> p2p_backend;
+  std::optional<comm::Backend> dp_backend;
+
+  // The backends in effect (the given ones, or the device's own).
+  comm::Backend effective_p2p_backend() const { return p2p_backend.value_or(DeviceBackend()); }
+  comm::Backend effective_dp_backend() const { return dp_backend.value_or(DeviceBackend()); }
+  comm::Backend DeviceBackend() const {
+    return device.is_cuda() ? comm::Backend::kNccl : comm::Backend::kGloo;
+  }
 
   // Examples per micro-batch: chunk_size, or batch_size when chunk_size is 0.
   int micro_batch_size() const { return chunk_size > 0 ? chunk_size : batch_size; }

@@ -4,6 +4,12 @@
 // single-process run; the tied copies stay bitwise equal; evaluate() agrees. The global batch
 // of 14 in micro-batches of 4 leaves a smaller last micro-batch (4+4+4+2, or 4+3 per replica),
 // and a random loss mask gives the micro-batches and replicas different loss weights.
+//
+// Built twice from this source. pipeline_parity_test runs on the CPU. pipeline_parity_test_gpu
+// (tagged gpu, --config=cuda; VARUNA_PARITY_ON_CUDA) runs the layouts, dropout (under the
+// deterministic switches), the tied copies and the overflow on CUDA: rank r on GPU r mod the
+// visible count, over host-staged Gloo, so that a one-GPU machine runs every layout; where the
+// GPUs suffice for a layout it also runs over NCCL. It skips where no GPU is usable.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -30,8 +36,18 @@
 #include "varuna/launch/host.h"
 #include "varuna/varuna.h"
 
+#ifdef VARUNA_PARITY_ON_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 namespace varuna {
 namespace {
+
+#ifdef VARUNA_PARITY_ON_CUDA
+int VisibleGpus() { return c10::cuda::device_count(); }
+#else
+int VisibleGpus() { return 0; }
+#endif
 
 namespace fs = std::filesystem;
 
@@ -89,6 +105,19 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   options.chunk_size = kChunk;
   options.schedule = *ParseScheduleKind(args.at("schedule"));
   options.dtype = args.at("dtype") == "fp16" ? at::kHalf : at::kFloat;
+  if (args.at("device") == "cuda") {
+    if (args.at("deterministic") == "1") {
+      // Before cuBLAS starts: its reductions are then repeatable (see the trainer's
+      // --deterministic).
+      setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
+      at::globalContext().setDeterministicAlgorithms(true, false);
+    }
+    options.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % VisibleGpus()));
+    const comm::Backend backend =
+        args.at("transport") == "nccl" ? comm::Backend::kNccl : comm::Backend::kGloo;
+    options.p2p_backend = backend;
+    options.dp_backend = backend;
+  }
   const int poison_step = std::stoi(args.at("poison_step"));
   const int die_step = std::stoi(args.at("die_step"));
   const int stop_step = std::stoi(args.at("stop_step"));
@@ -159,7 +188,8 @@ int RunWorker(const std::map<std::string, std::string>& args) {
       NamedTensors grads;
       for (size_t i = 0; i < v.optimizer().parameters().size(); ++i) {
         grads.emplace_back(v.optimizer().parameters()[i].name,
-                           v.optimizer().MasterGrads()[i].clone());
+                           v.optimizer().MasterGrads()[i].to(at::kCPU, /*non_blocking=*/false,
+                                                             /*copy=*/true));
       }
       if (!WriteSafetensors(out + "/grads_" + std::to_string(rank) + ".safetensors", grads, {})
                .ok()) {
@@ -170,7 +200,8 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   losses.close();
   NamedTensors params;
   for (const auto& item : v.model().named_parameters()) {
-    params.emplace_back(item.key(), item.value().detach().clone());
+    params.emplace_back(item.key(),
+                        item.value().detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
   }
   if (!WriteSafetensors(out + "/params_" + std::to_string(rank) + ".safetensors", params, {})
            .ok()) {
@@ -193,6 +224,9 @@ struct Options {
   int die_step = -1, die_rank = -1;
   int stop_step = -1, stop_rank = -1;
   std::string stage_segments;  // e.g. "1,1,2"; empty: the even partition
+  // gloo or nccl (CUDA only; the CPU is always Gloo).
+  std::string transport = "gloo";
+  bool deterministic = false;  // CUDA: LibTorch's deterministic algorithms, cuBLAS's workspace
 };
 
 struct RunResult {
@@ -222,22 +256,26 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
   fs::create_directories(out);
   const int port = FreeTcpPort();
   auto processes = testing::SpawnRanks("train", P * D, [&](int) {
-    return std::vector<std::string>{"--stages=" + std::to_string(P),
-                                    "--replicas=" + std::to_string(D),
-                                    "--steps=" + std::to_string(steps),
-                                    "--out=" + out,
-                                    "--port=" + std::to_string(port),
-                                    "--schedule=" + o.schedule,
-                                    "--dropout=" + std::to_string(o.dropout),
-                                    "--dtype=" + o.dtype,
-                                    std::string("--learnable=") + (o.learnable ? "1" : "0"),
-                                    "--poison_step=" + std::to_string(o.poison_step),
-                                    "--poison_rank=" + std::to_string(o.poison_rank),
-                                    "--die_step=" + std::to_string(o.die_step),
-                                    "--die_rank=" + std::to_string(o.die_rank),
-                                    "--stop_step=" + std::to_string(o.stop_step),
-                                    "--stop_rank=" + std::to_string(o.stop_rank),
-                                    "--stage_segments=" + o.stage_segments};
+    return std::vector<std::string>{
+        "--stages=" + std::to_string(P),
+        "--replicas=" + std::to_string(D),
+        "--steps=" + std::to_string(steps),
+        "--out=" + out,
+        "--port=" + std::to_string(port),
+        "--schedule=" + o.schedule,
+        "--dropout=" + std::to_string(o.dropout),
+        "--dtype=" + o.dtype,
+        std::string("--learnable=") + (o.learnable ? "1" : "0"),
+        "--poison_step=" + std::to_string(o.poison_step),
+        "--poison_rank=" + std::to_string(o.poison_rank),
+        "--die_step=" + std::to_string(o.die_step),
+        "--die_rank=" + std::to_string(o.die_rank),
+        "--stop_step=" + std::to_string(o.stop_step),
+        "--stop_rank=" + std::to_string(o.stop_rank),
+        "--stage_segments=" + o.stage_segments,
+        std::string("--device=") + (VisibleGpus() > 0 ? "cuda" : "cpu"),
+        "--transport=" + o.transport,
+        std::string("--deterministic=") + (o.deterministic ? "1" : "0")};
   });
   RunResult result;
   result.exits = testing::WaitAll(processes, std::chrono::seconds(120));
@@ -285,15 +323,29 @@ void ExpectSameRun(const RunResult& reference, const RunResult& run, const std::
   for (double eval : run.evals) EXPECT_NEAR(eval, reference.evals[0], 1e-5) << what;
 }
 
+#ifdef VARUNA_PARITY_ON_CUDA
+constexpr bool kOnCuda = true;
+#else
+constexpr bool kOnCuda = false;
+#endif
+
 class PipelineParityTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { reference_ = new RunResult(RunLayout(1, 1, kSteps)); }
+  static void SetUpTestSuite() {
+    if (!kOnCuda || VisibleGpus() > 0) reference_ = new RunResult(RunLayout(1, 1, kSteps));
+  }
   static void TearDownTestSuite() { delete reference_; }
+  void SetUp() override {
+    if (reference_ == nullptr) GTEST_SKIP() << "no usable GPU";
+  }
   static constexpr int kSteps = 6;
   static RunResult* reference_;
 };
 RunResult* PipelineParityTest::reference_ = nullptr;
 
+#ifndef VARUNA_PARITY_ON_CUDA  // CPU only: the engine's logic, not the device's
+#ifndef VARUNA_PARITY_ON_CUDA  // CPU only: the engine's logic, not the device's
+#ifndef VARUNA_PARITY_ON_CUDA  // CPU only: the engine's logic, not the device's
 TEST_F(PipelineParityTest, TwoStages) {
   ExpectSameRun(*reference_, RunLayout(2, 1, kSteps), "2x1");
 }
@@ -304,6 +356,7 @@ TEST_F(PipelineParityTest, TwoByTwo) { ExpectSameRun(*reference_, RunLayout(2, 2
 TEST_F(PipelineParityTest, FourStages) {
   ExpectSameRun(*reference_, RunLayout(4, 1, kSteps), "4x1");
 }
+#endif
 TEST_F(PipelineParityTest, ThreeUnevenStages) {
   ExpectSameRun(*reference_, RunLayout(3, 1, kSteps), "3x1 (segments 2+1+1)");
 }
@@ -316,16 +369,22 @@ TEST_F(PipelineParityTest, ThreeStagesWithChosenSegments) {
             (std::vector<std::vector<double>>{{0, 0}, {1, 1}, {2, 3}}));  // The split was used.
   ExpectSameRun(*reference_, run, "3x1 (segments 1+1+2)");
 }
+#endif
 TEST_F(PipelineParityTest, OtherSchedules) {
   ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, Options{"gpipe"}), "2x1 gpipe");
   ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, Options{"1f1b"}), "2x1 1f1b");
 }
+#endif
 
 // With dropout, a recomputed forward must draw the masks of its original forward: Varuna's
 // schedule (which recomputes) then matches GPipe's (which keeps every graph) exactly.
 TEST_F(PipelineParityTest, RecomputeReplaysDropout) {
-  const RunResult gpipe = RunLayout(2, 1, kSteps, Options{"gpipe", 0.1});
-  const RunResult varuna = RunLayout(2, 1, kSteps, Options{"varuna", 0.1});
+  Options gpipe_options{"gpipe", 0.1};
+  gpipe_options.deterministic = kOnCuda;  // CUDA's attention backward may add in any order
+  Options varuna_options = gpipe_options;
+  varuna_options.schedule = "varuna";
+  const RunResult gpipe = RunLayout(2, 1, kSteps, gpipe_options);
+  const RunResult varuna = RunLayout(2, 1, kSteps, varuna_options);
   ExpectSameRun(gpipe, varuna, "2x1 dropout, varuna vs gpipe");
   EXPECT_GT(std::abs(gpipe.losses[0] - reference_->losses[0]), 1e-4);  // Dropout is on.
 }
@@ -340,6 +399,7 @@ TEST_F(PipelineParityTest, TiedCopiesStayBitwiseEqual) {
   EXPECT_GT((run.params.at("wte.weight") - init).abs().max().item<double>(), 1e-3);
 }
 
+#ifndef VARUNA_PARITY_ON_CUDA  // CPU only: the engine's logic, not the device's
 // fp16 weights with dynamic loss scaling learn as fp32 does (a fixed set of 4 batches).
 TEST_F(PipelineParityTest, Fp16TracksFp32) {
   Options fp32;
@@ -363,6 +423,7 @@ TEST_F(PipelineParityTest, Fp16TracksFp32) {
   for (size_t step = 10; step < 200; ++step) skipped += b.traces[0][3 * step] > 0;
   EXPECT_LE(skipped, 4);
 }
+#endif
 
 // An inf in one rank's gradient (stage 0 of replica 1 of 2x2) skips the step on every rank,
 // halves the loss scale (hysteresis 1 here) and leaves every weight unchanged.
@@ -384,6 +445,7 @@ TEST_F(PipelineParityTest, OverflowOnOneRankSkipsTheStepEverywhere) {
   }
 }
 
+#ifndef VARUNA_PARITY_ON_CUDA  // CPU only: the engine's logic, not the device's
 // A stop request (a signal) on one rank is reported by that step on every rank.
 TEST_F(PipelineParityTest, StopRequestOnOneRankReachesEveryRank) {
   Options o;
@@ -395,7 +457,9 @@ TEST_F(PipelineParityTest, StopRequestOnOneRankReachesEveryRank) {
     EXPECT_EQ(run.stops[rank], (std::vector<double>{0, 1, 0})) << "rank " << rank;
   }
 }
+#endif
 
+#ifndef VARUNA_PARITY_ON_CUDA  // CPU only: the engine's logic, not the device's
 // A rank killed in the middle of a step makes every other rank exit non-zero, quickly.
 TEST_F(PipelineParityTest, KilledRankStopsTheOthers) {
   Options o;
@@ -414,6 +478,22 @@ TEST_F(PipelineParityTest, KilledRankStopsTheOthers) {
   }
   EXPECT_LT(seconds, 60);
 }
+#endif
+
+#ifdef VARUNA_PARITY_ON_CUDA
+// The layouts over NCCL, each where the visible GPUs give every rank its own.
+TEST_F(PipelineParityTest, LayoutsOverNcclWhereTheGpusSuffice) {
+  if (VisibleGpus() < 2)
+    GTEST_SKIP() << "NCCL needs a GPU per rank; " << VisibleGpus() << " visible";
+  Options nccl;
+  nccl.transport = "nccl";
+  for (const auto& [P, D] : std::vector<std::pair<int, int>>{{2, 1}, {1, 2}, {2, 2}, {3, 1}}) {
+    if (P * D > VisibleGpus()) continue;
+    ExpectSameRun(*reference_, RunLayout(P, D, kSteps, nccl),
+                  std::to_string(P) + "x" + std::to_string(D) + " nccl");
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace varuna

@@ -10,8 +10,10 @@ namespace {
 constexpr int64_t kMaxDims = 8;
 constexpr int64_t kHeaderSize = 2 + kMaxDims;  // dtype, ndim, sizes
 
-at::TensorOptions HeaderOptions(const c10::Device& device) {
-  return at::TensorOptions().dtype(at::kLong).device(device);
+// Where the header travels: with the data on NCCL, which moves device memory only; on the
+// host with Gloo, which would otherwise stage it there and back.
+c10::Device HeaderDevice(const comm::ProcessGroup& group, const c10::Device& data_device) {
+  return group.backend() == comm::Backend::kNccl ? data_device : c10::Device(c10::kCPU);
 }
 
 }  // namespace
@@ -19,15 +21,16 @@ at::TensorOptions HeaderOptions(const c10::Device& device) {
 void PendingSends::Send(comm::ProcessGroup& group, const at::Tensor& tensor, int peer, int tag) {
   Pending p;
   p.data = tensor.detach().contiguous();
-  // Filled on the host; for a CUDA tensor from pinned memory, so that the copy to the device
+  // Filled on the host; for a CUDA header from pinned memory, so that the copy to the device
   // does not make the host wait for the stage's queued compute at every send.
+  const c10::Device header_device = HeaderDevice(group, p.data.device());
   at::Tensor header = at::zeros(
-      {kHeaderSize}, at::TensorOptions().dtype(at::kLong).pinned_memory(p.data.is_cuda()));
+      {kHeaderSize}, at::TensorOptions().dtype(at::kLong).pinned_memory(header_device.is_cuda()));
   int64_t* h = header.data_ptr<int64_t>();
   h[0] = static_cast<int64_t>(p.data.scalar_type());
   h[1] = p.data.dim();
   for (int64_t d = 0; d < p.data.dim() && d < kMaxDims; ++d) h[2 + d] = p.data.size(d);
-  p.header = header.to(p.data.device(), /*non_blocking=*/true);
+  p.header = header.to(header_device, /*non_blocking=*/true);
   p.header_work = group.Send(p.header, peer, tag);
   p.data_work = group.Send(p.data, peer, tag + 1);
   pending_.push_back(std::move(p));
@@ -47,7 +50,8 @@ absl::Status PendingSends::WaitAll() {
 
 absl::StatusOr<at::Tensor> ReceiveTensor(comm::ProcessGroup& group, int peer, int tag,
                                          const c10::Device& device) {
-  at::Tensor header = at::zeros({kHeaderSize}, HeaderOptions(device));
+  at::Tensor header = at::zeros(
+      {kHeaderSize}, at::TensorOptions().dtype(at::kLong).device(HeaderDevice(group, device)));
   if (absl::Status status = group.Recv(header, peer, tag)->Wait(); !status.ok()) return status;
   const at::Tensor host = header.to(at::kCPU);
   const int64_t* h = host.data_ptr<int64_t>();

@@ -6,8 +6,14 @@
 //   tied           stage 0 and stage P-1 of this rank's replica (P > 1, those two ranks only):
 //                  they hold the two copies of each shared weight
 //   world          every rank: the per-step agreement on overflow, gradient norm and loss
+//
+// The pipeline and tied groups use StageBackends::pipeline, the data-parallel groups
+// StageBackends::data_parallel. A Gloo group of a CUDA job is host-staged
+// (comm/host_staged_process_group.h), so it carries the stage's CUDA tensors.
 #ifndef VARUNA_PIPELINE_STAGE_GROUPS_H_
 #define VARUNA_PIPELINE_STAGE_GROUPS_H_
+
+#include <c10/core/Device.h>
 
 #include <memory>
 
@@ -25,11 +31,17 @@ struct StageGroups {
   comm::ProcessGroup* world = nullptr;                // null when P * D == 1
 };
 
-// Creates this rank's groups for `map` over `world` (whose size must be map.world_size()).
-// Every rank must call it with the same map. Errors name the map and the mismatch, or come
-// from World::NewGroup.
+struct StageBackends {
+  comm::Backend pipeline = comm::Backend::kGloo;       // pipeline and tied groups
+  comm::Backend data_parallel = comm::Backend::kGloo;  // data-parallel groups
+};
+
+// Creates this rank's groups for `map` over `world` (whose size must be map.world_size()), for
+// tensors on `device`. Every rank must call it with the same map and backends. Errors name the
+// map and the mismatch, or come from World::NewGroup.
 absl::StatusOr<StageGroups> CreateStageGroups(comm::World& world, const StageMap& map,
-                                              comm::Backend backend);
+                                              const StageBackends& backends,
+                                              const c10::Device& device);
 
 }  // namespace varuna
 
