@@ -11,7 +11,9 @@
 //   bazel run -c opt //tests/benchmarks:kernel_benchmark -- --device=cpu --quick   (smoke run)
 //
 // Times are the mean over --iterations runs after warm-up, with the device synchronised
-// around each timed block.
+// around each timed block. Before the causal softmax is timed, the fused op, the unfused
+// composition and ATen's masked softmax are checked to agree on the benchmark's inputs (a
+// reference computing something else would make its time meaningless); a mismatch exits 1.
 #include <ATen/ATen.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/core/grad_mode.h>
@@ -25,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "trainer/device_name.h"
 #include "varuna/flags/flag_parser.h"
@@ -83,15 +87,18 @@ class Benchmark {
     return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
   }
 
-  std::vector<Row> Run() {
+  // The table's rows, or an error naming the op whose references disagree with it.
+  absl::StatusOr<std::vector<Row>> Run() {
     std::vector<Row> rows;
     const int64_t tokens = options_.quick ? 256 : 8 * 1024;
     for (int64_t h : {int64_t{1024}, int64_t{1600}}) {
       LayerNorm(tokens, options_.quick ? h / 8 : h, rows);
       BiasGelu(tokens, options_.quick ? h / 2 : 4 * h, rows);
     }
-    CausalSoftmax(options_.quick ? 4 : 8 * 16, options_.quick ? 128 : 1024, rows);
-    if (!options_.quick) CausalSoftmax(4 * 16, 2048, rows);
+    absl::Status status =
+        CausalSoftmax(options_.quick ? 4 : 8 * 16, options_.quick ? 128 : 1024, rows);
+    if (status.ok() && !options_.quick) status = CausalSoftmax(4 * 16, 2048, rows);
+    if (!status.ok()) return status;
     Optimizer(rows);
     return rows;
   }
@@ -182,36 +189,86 @@ class Benchmark {
     out.push_back(backward);
   }
 
-  void CausalSoftmax(int64_t batch_heads, int64_t s, std::vector<Row>& out) {
+  // OK when `actual` is within the tolerance of the benchmark's dtype of `expected` (both
+  // probabilities or their gradients, so an absolute tolerance); otherwise an error naming
+  // `what` and the largest difference.
+  absl::Status CheckClose(const at::Tensor& actual, const at::Tensor& expected,
+                          const std::string& what) const {
+    const double tolerance = dtype_ == at::kFloat ? 1e-5 : dtype_ == at::kHalf ? 1e-2 : 2e-2;
+    const at::Tensor difference = (actual.to(at::kFloat) - expected.to(at::kFloat)).abs();
+    // NaN anywhere fails: max propagates it, and NaN <= tolerance is false.
+    const double worst = difference.max().item<double>();
+    if (worst <= tolerance) return absl::OkStatus();
+    return absl::InternalError(absl::StrFormat(
+        "%s differs from the fused op by up to %g (tolerance %g for %s): the reference does not "
+        "compute the causal softmax, so its time would not compare like with like",
+        what, worst, tolerance, c10::toString(dtype_)));
+  }
+
+  absl::Status CausalSoftmax(int64_t batch_heads, int64_t s, std::vector<Row>& out) {
     const at::Tensor scores = Random({batch_heads, s, s}, dtype_);
     const at::Tensor dprobs = Random({batch_heads, s, s}, dtype_);
+    // True where column j > row i: the entries the causal softmax masks out (ATen's convention
+    // too: masked_fill and _masked_softmax drop the entries where the mask is true).
     const at::Tensor mask =
         at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(device_)).triu(1);
+    // ATen's masked softmax needs a mask type. 0 (src_mask, [L, L]) and 1 (src_key_padding_mask,
+    // [B, L]) apply only to a 4-D input with a 2-D mask; 2 (the default mask) takes a mask of
+    // the input's shape. Made contiguous once here: CUDA takes its fused kernel only for a
+    // contiguous mask (an expanded [L, L] mask falls back to masked_fill + softmax), and the
+    // CPU would copy an expanded mask on every call.
+    constexpr int64_t kMaskOfTheInputsShape = 2;
+    const at::Tensor full_mask = mask.expand({batch_heads, s, s}).contiguous();
+    // The last dim by its non-negative index: the CUDA op compares dim with input.dim() - 1
+    // unwrapped, so -1 would send it down the fallback path.
+    const int64_t last_dim = scores.dim() - 1;
     const std::string shape = absl::StrFormat("[%d, %d, %d]", batch_heads, s, s);
     // The causal half is read, the whole row written.
     const double elements = static_cast<double>(batch_heads * s * s);
     const double half = static_cast<double>(batch_heads * s * (s + 1) / 2);
     const double scale = 0.125;
-    Row forward{"causal_softmax forward", shape, (half + elements) * Size()};
-    forward.fused_ms = Time([&] { varuna::kernels::CausalSoftmaxForward(scores, scale); });
-    forward.unfused_ms = Time([&] {
-      (scores.to(at::kFloat) * scale).masked_fill(mask, -INFINITY).softmax(-1).to(dtype_);
-    });
-    forward.aten_ms = Time([&] {
-      at::_masked_softmax(scores * scale, mask.expand({batch_heads, s, s}), -1);
-    });
-    out.push_back(forward);
-
+    const auto unfused_forward = [&] {
+      return (scores.to(at::kFloat) * scale).masked_fill(mask, -INFINITY).softmax(-1).to(dtype_);
+    };
+    const auto aten_forward = [&] {
+      return at::_masked_softmax(scores * scale, full_mask, last_dim, kMaskOfTheInputsShape);
+    };
     const at::Tensor probs = varuna::kernels::CausalSoftmaxForward(scores, scale);
-    Row backward{"causal_softmax backward", shape, (2 * half + elements) * Size()};
-    backward.fused_ms = Time([&] { varuna::kernels::CausalSoftmaxBackward(dprobs, probs, scale); });
-    backward.unfused_ms = Time([&] {
+    const auto unfused_backward = [&] {
       const at::Tensor p = probs.to(at::kFloat);
       const at::Tensor g = dprobs.to(at::kFloat) * p;
-      ((g - p * g.sum(-1, true)) * scale).to(dtype_);
-    });
-    backward.aten_ms = Time([&] { at::_softmax_backward_data(dprobs, probs, -1, dtype_); });
+      return ((g - p * g.sum(-1, true)) * scale).to(dtype_);
+    };
+    // ATen's softmax backward has no scale: the fused op's gradient is `scale` times it.
+    const auto aten_backward = [&] {
+      return at::_softmax_backward_data(dprobs, probs, last_dim, dtype_);
+    };
+    const at::Tensor grad_scores = varuna::kernels::CausalSoftmaxBackward(dprobs, probs, scale);
+    const std::string at_shape = " at " + shape;
+    for (const absl::Status& agreement :
+         {CheckClose(unfused_forward(), probs,
+                     "causal_softmax forward: the unfused composition" + at_shape),
+          CheckClose(aten_forward(), probs,
+                     "causal_softmax forward: at::_masked_softmax" + at_shape),
+          CheckClose(unfused_backward(), grad_scores,
+                     "causal_softmax backward: the unfused composition" + at_shape),
+          CheckClose(aten_backward() * scale, grad_scores,
+                     "causal_softmax backward: at::_softmax_backward_data" + at_shape)}) {
+      if (!agreement.ok()) return agreement;
+    }
+
+    Row forward{"causal_softmax forward", shape, (half + elements) * Size()};
+    forward.fused_ms = Time([&] { varuna::kernels::CausalSoftmaxForward(scores, scale); });
+    forward.unfused_ms = Time([&] { unfused_forward(); });
+    forward.aten_ms = Time([&] { aten_forward(); });
+    out.push_back(forward);
+
+    Row backward{"causal_softmax backward", shape, (2 * half + elements) * Size()};
+    backward.fused_ms = Time([&] { varuna::kernels::CausalSoftmaxBackward(dprobs, probs, scale); });
+    backward.unfused_ms = Time([&] { unfused_backward(); });
+    backward.aten_ms = Time([&] { aten_backward(); });
     out.push_back(backward);
+    return absl::OkStatus();
   }
 
   // The parameter tensors of gpt2-355m (24 layers, h 1024, vocabulary 50,304, 1,024
@@ -366,10 +423,15 @@ int Main(int argc, char** argv) {
   const double copy = benchmark.MeasureCopyBandwidth();
   std::printf("device: %s; dtype %s; device-to-device copy: %.0f GB/s\n\n", name.c_str(),
               options.dtype.c_str(), copy / 1e9);
+  const absl::StatusOr<std::vector<Row>> rows = benchmark.Run();
+  if (!rows.ok()) {
+    std::fprintf(stderr, "kernel_benchmark: %s\n", std::string(rows.status().message()).c_str());
+    return 1;
+  }
   std::printf(
       "| op | shape | fused ms | GB/s | of copy | LibTorch unfused ms | speedup | "
       "ATen fused ms | speedup |\n|---|---|---|---|---|---|---|---|---|\n");
-  for (const Row& row : benchmark.Run()) {
+  for (const Row& row : *rows) {
     const double bandwidth = row.bytes / (row.fused_ms * 1e-3);
     std::printf(
         "| %s | %s | %.3f | %.0f | %.2f | %.3f | %.2fx | %s | %s |\n", row.op.c_str(),
