@@ -126,7 +126,8 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     options.stage_segments.push_back(std::stoi(std::string(size)));
   }
   auto joined =
-      testing::JoinLocalJob(rank, P * D, std::stoi(args.at("port")), std::chrono::seconds(60));
+      testing::JoinLocalJob(rank, P * D, std::stoi(args.at("port")), std::chrono::seconds(60),
+                            options.device.is_cuda() ? options.device.index() : 0);
   if (!joined.ok()) {
     std::fprintf(stderr, "join: %s\n", std::string(joined.status().message()).c_str());
     return 3;
