@@ -10,10 +10,12 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/summary.h"
 #include "trainer/paths.h"
@@ -89,9 +91,15 @@ std::string DescribeTransport(const varuna::VarunaOptions& engine) {
     if (backend == varuna::comm::Backend::kNccl) return "nccl";
     return engine.device.is_cuda() ? "gloo (host-staged)" : "gloo";
   };
-  std::string text =
-      absl::StrCat("pipeline and tied weights over ", name(engine.effective_p2p_backend()),
-                   ", data parallel over ", name(engine.effective_dp_backend()));
+  std::vector<std::string> parts;
+  if (engine.stage_map.num_stages() > 1) {
+    parts.push_back(
+        absl::StrCat("pipeline and tied weights over ", name(engine.effective_p2p_backend())));
+  }
+  if (engine.stage_map.num_replicas() > 1) {
+    parts.push_back(absl::StrCat("data parallel over ", name(engine.effective_dp_backend())));
+  }
+  std::string text = absl::StrJoin(parts, ", ");
   if (!engine.device.is_cuda()) return text;
   const int gpus = static_cast<int>(at::getNumGPUs());
   int local_ranks = 0;

@@ -1,49 +1,176 @@
 #!/usr/bin/env bash
-# The GPU checks of the fused-kernel milestone, in phases that each fit a 10-minute slot on a
-# GPU host, run from the bundle (tests/gpu/bundle.sh copies this file to its root):
+# Every GPU check of the project, in phases that each finish well inside 9 minutes on one
+# H100, run from the bundle (tests/gpu/bundle.sh copies this file to its root):
 #
-#   session.sh tests             every GPU test (run.sh)
-#   session.sh kernels           kernel_benchmark in fp16 and bf16 (markdown tables)
-#   session.sh train PRESET      50 steps of PRESET (gpt2-355m, gpt2-1.5b) on the bundled corpus,
-#                                fp16 then bf16, a log line per step (falling loss, skips)
-#   session.sh throughput PRESET the C++ benchmark against PyTorch eager and compile, with the
-#                                per-op profile (bench/run_gpu_benchmarks.sh)
+#   session.sh tests        every gpu-tagged test not in a phase below (kernels, smoke)
+#   session.sh parity       the multi-process GPU tests: the host-staged transport, P x D parity
+#                           with one process (every layout on the GPUs there are), checkpoints
+#                           across layouts and devices
+#   session.sh determinism  --deterministic: two runs and a resumed run are bitwise equal; its
+#                           cost in tokens/s against the default (a ratio, same run)
+#   session.sh kernels      kernel_benchmark in fp16 and bf16 (markdown tables)
+#   session.sh training     gpt2-355m in one process (fp16, bf16) and as 2 stages x 2 replicas
+#                           over host-staged Gloo (4 ranks on however many GPUs there are): the
+#                           loss falls, no step is lost to a hang
+#   session.sh planning     profile gpt2-355m, let the launcher choose a configuration, run it:
+#                           the predicted step time against the measured one (within 5%)
+#   session.sh throughput [PRESET]  the C++ engine against PyTorch eager and torch.compile
+#   session.sh all          every phase above in turn, then the table
+#   session.sh report       the table: one PASS/FAIL line per check run so far
 #
-# Logs and tables go to $RESULTS (default ./results). Exit status: non-zero if a phase failed.
+# Logs go to $RESULTS (default ./results); each check appends its line to
+# $RESULTS/checks.txt, so phases run in separate calls add up to one table. Exit status:
+# non-zero if a check of the phase failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
+bin=$here/bin
 results=${RESULTS:-$PWD/results}
 mkdir -p "$results"
-phase=${1:-}
+checks=$results/checks.txt
 status=0
+
+# check NAME COMMAND...: runs COMMAND with its output in $results/NAME.log (and on the
+# terminal), and records "PASS NAME" or "FAIL NAME" with the time taken.
+check() {
+  local name=$1
+  shift
+  local start=$SECONDS rc=0
+  echo "==== $name: $*"
+  "$@" 2>&1 | tee "$results/$name.log" || rc=$?
+  local line
+  if ((rc == 0)); then
+    line="PASS  $name  ($((SECONDS - start)) s)"
+  else
+    line="FAIL  $name  ($((SECONDS - start)) s, exit $rc; log: $results/$name.log)"
+    status=1
+  fi
+  echo "$line" | tee -a "$checks"
+}
+
+# A gpu-tagged test binary in a fresh temporary directory.
+run_test() {
+  TEST_TMPDIR=$(mktemp -d) "$bin/$1"
+}
+
+# The tests that phases other than `tests` run.
+parity_tests="host_staged_process_group_test_gpu pipeline_parity_test_gpu gpu_resume_test"
+determinism_tests="deterministic_gpu_test"
+
+# loss_falls METRICS: the last logged lm_loss is below the first, and no value is NaN.
+loss_falls() {
+  python3 - "$1" << 'EOF_PY'
+import json, math, sys
+losses = [json.loads(l)["lm_loss"] for l in open(sys.argv[1]) if '"lm_loss"' in l]
+print(f"{len(losses)} iterations logged; lm_loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+ok = len(losses) >= 2 and all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+sys.exit(0 if ok else 1)
+EOF_PY
+}
+
+# train NAME LAUNCHER_FLAGS... -- TRAINER_FLAGS...: a sample run of gpt2-355m (one process
+# when LAUNCHER_FLAGS is empty), then loss_falls on its metrics.
+train() {
+  local name=$1 launcher=() trainer=()
+  shift
+  while (($#)) && [[ "$1" != -- ]]; do launcher+=("$1"); shift; done
+  shift
+  trainer=("$@")
+  local dir=$results/$name
+  rm -rf "$dir" && mkdir -p "$dir"
+  local common=(--preset=gpt2-355m --lr=1.5e-4 --warmup=0.02 --log-interval=1 --eval-interval=0
+    --metrics-file="$dir/metrics.jsonl")
+  if ((${#launcher[@]})); then
+    (cd "$dir" && "$bin/launch" "${launcher[@]}" --master_port=0 -- "$bin/pretrain_gpt2" \
+      "${common[@]}" "${trainer[@]}") || return 1
+  else
+    (cd "$dir" && "$bin/pretrain_gpt2" "${common[@]}" "${trainer[@]}") || return 1
+  fi
+  loss_falls "$dir/metrics.jsonl"
+}
+
+# The planning check: the launcher's predicted step time against the measured median.
+prediction_error() {
+  local dir=$results/planning
+  rm -rf "$dir" && mkdir -p "$dir"
+  (cd "$dir" && "$bin/pretrain_gpt2" --profiling --preset=gpt2-355m --bf16 \
+    --profile-micro-batches=1,2,4,8,16 --profile-dir="$dir/prof") || return 1
+  (cd "$dir" && "$bin/launch" --profile_dir="$dir/prof" --gpu_memory_gb=75 --gpus_per_node=1 \
+    --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" --preset=gpt2-355m --bf16 \
+    --train-iters=30 --log-interval=1 --eval-interval=0 --metrics-file="$dir/metrics.jsonl") |
+    tee "$dir/launch.log" || return 1
+  python3 - "$dir/launch.log" "$dir/metrics.jsonl" << 'EOF_PY'
+import json, re, statistics, sys
+predicted = float(re.search(r"predicted ([0-9.]+) ms per step", open(sys.argv[1]).read()).group(1))
+rows = [json.loads(l) for l in open(sys.argv[2]) if '"ms_per_iteration"' in l]
+times = [r["ms_per_iteration"] for r in rows if r["iteration"] > 5]
+measured = statistics.median(times)
+error = (predicted - measured) / measured
+print(f"predicted {predicted:.1f} ms per step, measured {measured:.1f} ms (median of "
+      f"iterations 6-{rows[-1]['iteration']}): error {100 * error:+.1f}%")
+sys.exit(0 if abs(error) <= 0.05 else 1)
+EOF_PY
+}
+
+phase_tests() {
+  while read -r test; do
+    case " $parity_tests $determinism_tests " in *" $test "*) continue ;; esac
+    check "test_$test" run_test "$test"
+  done < "$here/tests.txt"
+}
+
+phase_parity() {
+  for test in $parity_tests; do check "test_$test" run_test "$test"; done
+}
+
+phase_determinism() {
+  for test in $determinism_tests; do check "test_$test" run_test "$test"; done
+  check deterministic_cost "$bin/gpt2_throughput_benchmark" --preset=gpt2-355m --dtype=bf16 \
+    --deterministic-cost
+}
+
+phase_kernels() {
+  for dtype in fp16 bf16; do check "kernels_$dtype" "$bin/kernel_benchmark" --dtype=$dtype; done
+}
+
+phase_training() {
+  check train_355m_fp16 train train_355m_fp16 -- --fp16 --train-iters=50 --batch-size=8
+  check train_355m_bf16 train train_355m_bf16 -- --bf16 --train-iters=50 --batch-size=8
+  # 2 stages x 2 replicas: on a one-GPU host all four ranks share it (host-staged Gloo).
+  check train_355m_2x2_gloo train train_355m_2x2_gloo --nstages=2 --gpus_per_node=4 \
+    --batch_size=16 --chunk_size=4 -- --bf16 --train-iters=30 --p2p-backend=gloo \
+    --dp-backend=gloo
+}
+
+phase_planning() {
+  check planning_prediction prediction_error
+}
+
+phase_throughput() {
+  local preset=${1:-gpt2-355m}
+  check "throughput_$preset" "$here/bench/run_gpu_benchmarks.sh" --profile-ops \
+    --presets="$preset" --out-dir="$results/throughput_$preset"
+}
+
+report() {
+  echo "==== GPU checks ($checks)"
+  [[ -f "$checks" ]] && cat "$checks"
+  ! grep -q '^FAIL' "$checks" 2> /dev/null
+}
+
+phase=${1:-}
 case "$phase" in
-  tests)
-    "$here/run.sh" 2>&1 | tee "$results/tests.log" || status=1
+  tests | parity | determinism | kernels | training | planning) "phase_$phase" ;;
+  throughput) phase_throughput "${2:-}" ;;
+  all)
+    for p in tests parity determinism kernels training planning; do "phase_$p"; done
+    phase_throughput gpt2-355m
+    report || status=1
     ;;
-  kernels)
-    for dtype in fp16 bf16; do
-      kernel_benchmark --dtype=$dtype 2>&1 | tee "$results/kernels_$dtype.md" || status=1
-    done
-    ;;
-  train)
-    preset=${2:?"session.sh train PRESET (gpt2-355m or gpt2-1.5b)"}
-    batch=8
-    [[ "$preset" == gpt2-1.5b ]] && batch=4
-    for precision in fp16 bf16; do
-      (cd "$results" && pretrain_gpt2 --preset="$preset" --$precision --train-iters=50 \
-        --batch-size=$batch --lr=1.5e-4 --warmup=0.02 --log-interval=1 --eval-interval=0 \
-        --metrics-file="train_${preset}_$precision.jsonl") 2>&1 |
-        tee "$results/train_${preset}_$precision.log" || status=1
-    done
-    ;;
-  throughput)
-    preset=${2:?"session.sh throughput PRESET (gpt2-355m or gpt2-1.5b)"}
-    "$here/bench/run_gpu_benchmarks.sh" --profile-ops --presets="$preset" \
-      --out-dir="$results/throughput_$preset" || status=1
-    ;;
+  report) report || status=1 ;;
   *)
-    echo "usage: session.sh tests | kernels | train PRESET | throughput PRESET" >&2
+    echo "usage: session.sh tests | parity | determinism | kernels | training | planning |" \
+      "throughput [PRESET] | all | report" >&2
     exit 2
     ;;
 esac

@@ -63,6 +63,9 @@ TEST_F(CheckpointResumeTest, ExactResumeUnderTwoStagesAndTwoReplicas) {
   const std::string ckpt = dir_ + "/ckpt";
   Result straight = Run(common, "straight", Layout(2, 2));
   ASSERT_EQ(straight.exit.code, 0) << Describe(straight);
+  EXPECT_THAT(straight.exit.output,
+              HasSubstr("2 stages x 2 replicas (0,2;1,3;); pipeline and tied weights over gloo, "
+                        "data parallel over gloo\n"));
   Result first =
       Run(Plus(common, {"--save=" + ckpt, "--exit-interval=4", "--shard"}), "first", Layout(2, 2));
   ASSERT_EQ(first.exit.code, 0) << Describe(first);

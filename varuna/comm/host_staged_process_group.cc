@@ -1,6 +1,7 @@
 #include "varuna/comm/host_staged_process_group.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 #include <c10/core/StreamGuard.h>
@@ -106,7 +107,12 @@ class HostStagedProcessGroup::Sender {
       if (job->copied != nullptr) {
         copied = RunOnDevice(absl::StrCat(gloo_.name(), ": copying a send to rank ", job->dst,
                                           " (tag ", job->tag, ") to the host"),
-                             [&] { job->copied->synchronize(); });
+                             [&] {
+                               // On the tensor's device: a thread's first CUDA call would
+                               // otherwise make a context on device 0.
+                               const c10::DeviceGuard on_device(job->source.device());
+                               job->copied->synchronize();
+                             });
         job->source = at::Tensor();
       }
       std::unique_ptr<Work> work;
