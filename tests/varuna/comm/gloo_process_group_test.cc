@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/util/subprocess.h"
+#include "tests/util/worker_check.h"
 #include "varuna/comm/world.h"
 
 namespace {
@@ -33,24 +34,9 @@ using varuna::testing::ExitInfo;
 using varuna::testing::Process;
 
 // Worker exit codes.
-constexpr int kWrongValue = 1;
 constexpr int kCommFailed = 3;
 
 // ---- worker side ------------------------------------------------------------------------
-
-#define WORKER_CHECK(cond, what)                                                \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      std::cerr << "rank check failed: " << #cond << ": " << what << std::endl; \
-      std::_Exit(kWrongValue);                                                  \
-    }                                                                           \
-  } while (0)
-
-#define WORKER_OK(expr)                                                                  \
-  do {                                                                                   \
-    const absl::Status worker_status = (expr);                                           \
-    WORKER_CHECK(worker_status.ok(), #expr << " returned " << worker_status.ToString()); \
-  } while (0)
 
 void AllReduceGivesExactSums(ProcessGroup& group) {
   const int r = group.rank();

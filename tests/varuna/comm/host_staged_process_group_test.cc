@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tests/util/subprocess.h"
+#include "tests/util/worker_check.h"
 #include "tests/varuna/local_job.h"
 #include "varuna/comm/world.h"
 #include "varuna/launch/host.h"
@@ -40,22 +41,7 @@ using varuna::comm::ProcessGroup;
 using varuna::comm::Work;
 using varuna::testing::ExitInfo;
 
-constexpr int kWrongValue = 1;
 constexpr int kCommFailed = 3;
-
-#define WORKER_CHECK(cond, what)                                                \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      std::cerr << "rank check failed: " << #cond << ": " << what << std::endl; \
-      std::_Exit(kWrongValue);                                                  \
-    }                                                                           \
-  } while (0)
-
-#define WORKER_OK(expr)                                                                  \
-  do {                                                                                   \
-    const absl::Status worker_status = (expr);                                           \
-    WORKER_CHECK(worker_status.ok(), #expr << " returned " << worker_status.ToString()); \
-  } while (0)
 
 // The device every tensor of the workers lives on.
 c10::Device TestDevice() {
@@ -212,7 +198,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     WORKER_OK(group->Barrier());
     const absl::Status s = recv->Wait();
     std::cerr << "receive from the killed rank: " << s << std::endl;
-    std::_Exit(s.ok() ? kWrongValue : kCommFailed);
+    std::_Exit(s.ok() ? varuna::testing::kWorkerCheckFailed : kCommFailed);
   }
   std::cerr << "unknown worker role " << role << std::endl;
   return 2;
