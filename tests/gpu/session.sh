@@ -89,14 +89,17 @@ train() {
   loss_falls "$dir/metrics.jsonl"
 }
 
-# The planning check: the launcher's predicted step time against the measured median.
+# prediction_error [FLAGS...]: profiles gpt2-355m in bf16 (FLAGS added, e.g. to shrink it), lets
+# the launcher choose from the profile for one GPU and a global batch of 32, trains 30
+# iterations, and compares the launcher's predicted step time with the measured median.
 prediction_error() {
   local dir=$results/planning
   rm -rf "$dir" && mkdir -p "$dir"
-  (cd "$dir" && "$bin/pretrain_gpt2" --profiling --preset=gpt2-355m --bf16 \
+  local model=(--preset=gpt2-355m --bf16 "$@")
+  (cd "$dir" && "$bin/pretrain_gpt2" --profiling "${model[@]}" \
     --profile-micro-batches=1,2,4,8,16 --profile-dir="$dir/prof") || return 1
   (cd "$dir" && "$bin/launch" --profile_dir="$dir/prof" --gpu_memory_gb=75 --gpus_per_node=1 \
-    --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" --preset=gpt2-355m --bf16 \
+    --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" \
     --train-iters=30 --log-interval=1 --eval-interval=0 --metrics-file="$dir/metrics.jsonl") |
     tee "$dir/launch.log" || return 1
   python3 - "$dir/launch.log" "$dir/metrics.jsonl" << 'EOF_PY'
