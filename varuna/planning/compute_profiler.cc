@@ -17,11 +17,13 @@
 #include "absl/strings/str_join.h"
 #include "varuna/kernels/multi_tensor.h"
 #include "varuna/optim/adam.h"
+#include "varuna/pipeline/rng_state.h"
 #include "varuna/planning/cpu_allocation_counter.h"
+#include "varuna/planning/device_timer.h"
+#include "varuna/planning/timing_summary.h"
 
 #ifdef VARUNA_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 namespace varuna {
@@ -33,12 +35,11 @@ double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-void Synchronize(const c10::Device& device) {
-#ifdef VARUNA_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#else
-  (void)device;
-#endif
+// Passes run before the timed ones: one that settles the allocator, then the warm-up.
+constexpr int kSettlingPasses = 1;
+
+int UntimedPasses(const ProfilerOptions& options) {
+  return kSettlingPasses + options.warmup_passes;
 }
 
 void ReleaseCachedMemory(const c10::Device& device) {
@@ -140,6 +141,7 @@ void SegmentProfiler::LearnOutputs(int k, const std::vector<int>& sizes) {
 
 SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   const c10::Device device = options_.device;
+  const DeviceTimer timer(device);
   const bool last = k == num_segments_ - 1;
   const TensorMap inputs = DeviceInputs(b);
   at::Tensor input_activation;
@@ -147,7 +149,8 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
     const OutputSpec& spec = outputs_.at({k - 1, b});
     input_activation = at::randn(spec.shape, at::TensorOptions().dtype(spec.dtype).device(device));
   }
-  // A fresh leaf per pass, so that its gradient (what a stage sends back) is computed anew.
+  // A fresh leaf per pass, so that its gradient (what a stage sends back) is computed anew, as
+  // the executor detaches the stashed input before its recompute.
   auto leaf = [&] {
     return input_activation.defined() ? input_activation.detach().requires_grad_(true)
                                       : at::Tensor();
@@ -155,62 +158,87 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   at::Tensor output_grad;  // Random, made once from the first output's shape.
   SegmentMeasurement m;
 
-  auto run_with_graph = [&](double* recompute_ms, double* backward_ms) {
+  // R and B of one micro-batch, each timed by `timer` into the given sample (when not null).
+  // R is the executor's recompute task (pipeline/stage_executor.cc): capture the live random
+  // state, restore the one saved before F, forward with a graph, put the live state back.
+  auto recompute_and_backward = [&](const RngState& before_forward, double* recompute_ms,
+                                    double* backward_ms) {
     const at::Tensor activation = leaf();
-    Synchronize(device);
-    Clock::time_point t = Clock::now();
-    at::Tensor out = stage.Forward(activation, inputs);
-    Synchronize(device);
-    if (recompute_ms) *recompute_ms += MillisecondsSince(t);
+    at::Tensor out;
+    const double r = timer.Time([&] {
+      const RngState live = RngState::Capture(device);
+      before_forward.Restore();
+      out = stage.Forward(activation, inputs);
+      live.Restore();
+    });
+    if (recompute_ms) *recompute_ms = r;
     if (!last && !output_grad.defined()) output_grad = at::randn_like(out);
     if (!last) m.output_bytes = Bytes(out);
     if (!outputs_.count({k, b}))
       outputs_[{k, b}] = OutputSpec{out.sizes().vec(), out.scalar_type()};
-    t = Clock::now();
-    if (last) {
-      out.backward();
-    } else {
-      out.backward(output_grad);
-    }
-    Synchronize(device);
-    if (backward_ms) *backward_ms += MillisecondsSince(t);
+    const double bw = timer.Time([&] {
+      if (last) {
+        out.backward();
+      } else {
+        out.backward(output_grad);
+      }
+    });
+    if (backward_ms) *backward_ms = bw;
   };
+  // One micro-batch as the Varuna schedule runs it on a stage that recomputes: F without a
+  // graph (the executor saves the random state first), then R and B.
+  std::vector<double> forward, recompute, backward;
   auto pass = [&](bool timed) {
-    Synchronize(device);
-    const Clock::time_point t = Clock::now();
-    {
+    RngState before_forward;
+    const double f = timer.Time([&] {
+      before_forward = RngState::Capture(device);
       at::NoGradGuard no_grad;
       stage.Forward(input_activation, inputs);
+    });
+    double r = 0, bw = 0;
+    recompute_and_backward(before_forward, &r, &bw);
+    if (timed) {
+      forward.push_back(f);
+      recompute.push_back(r);
+      backward.push_back(bw);
     }
-    Synchronize(device);
-    if (timed) m.forward_ms += MillisecondsSince(t);
-    run_with_graph(timed ? &m.recompute_ms : nullptr, timed ? &m.backward_ms : nullptr);
   };
 
-  for (int i = 0; i < options_.warmup_passes; ++i) pass(false);
+  // See the header: one settling pass grows the caching allocator to this shape's needs (the
+  // cache is kept: training runs with a warm one), then the warm-up, then the timed passes.
+  const int untimed = UntimedPasses(options_);
+  for (int i = 0; i < untimed; ++i) pass(false);
+  timer.Synchronize();
   for (int i = 0; i < options_.timed_passes; ++i) pass(true);
-  const double n = options_.timed_passes;
-  m.forward_ms /= n;
-  m.recompute_ms /= n;
-  m.backward_ms /= n;
+  const TimingSummary f = Summarize(forward);
+  const TimingSummary r = Summarize(recompute);
+  const TimingSummary bw = Summarize(backward);
+  m.forward_ms = f.median_ms;
+  m.recompute_ms = r.median_ms;
+  m.backward_ms = bw.median_ms;
+  m.timed_passes = options_.timed_passes;
+  m.forward_spread_ms = f.spread_ms();
+  m.recompute_spread_ms = r.spread_ms();
+  m.backward_spread_ms = bw.spread_ms();
 
   // Activation memory: one more R + B, counted from the level before it.
+  const RngState now = RngState::Capture(device);
 #ifdef VARUNA_WITH_CUDA
   if (device.is_cuda()) {
     namespace cca = c10::cuda::CUDACachingAllocator;
     constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    Synchronize(device);
+    timer.Synchronize();
     const int64_t before = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].current;
     cca::resetPeakStats(device.index());
-    run_with_graph(nullptr, nullptr);
-    Synchronize(device);
+    recompute_and_backward(now, nullptr, nullptr);
+    timer.Synchronize();
     const int64_t peak = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].peak;
     m.activation_memory_bytes = std::max<int64_t>(0, peak - before);
   }
 #endif
   if (!device.is_cuda()) {
     CpuAllocationCounter counter;
-    run_with_graph(nullptr, nullptr);
+    recompute_and_backward(now, nullptr, nullptr);
     m.activation_memory_bytes = counter.peak_bytes();
   }
 
@@ -228,13 +256,13 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
     parameters.push_back(NamedParameter{item.key(), item.value(), true});
   }
   if (parameters.empty()) return;
-  auto mean_ms = [&](const std::function<void()>& pass) {
-    pass();  // warm-up
-    Synchronize(options_.device);
-    const Clock::time_point t = Clock::now();
-    for (int i = 0; i < options_.timed_passes; ++i) pass();
-    Synchronize(options_.device);
-    return MillisecondsSince(t) / options_.timed_passes;
+  // The median over timed_passes, after one untimed pass that allocates what the work needs.
+  const DeviceTimer timer(options_.device);
+  auto median_ms = [&](const std::function<void()>& pass) {
+    pass();
+    std::vector<double> samples;
+    for (int i = 0; i < options_.timed_passes; ++i) samples.push_back(timer.Time(pass));
+    return Summarize(std::move(samples)).median_ms;
   };
   std::vector<at::Tensor> model_grads;
   for (const NamedParameter& p : parameters) {
@@ -243,12 +271,12 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
   Adam adam(std::move(parameters), AdamOptions());
   std::vector<at::Tensor>& master_grads = adam.MasterGrads();
   // As Varuna::step with ties or replicas: unscale into the masters, then the squared norm.
-  statics.gradient_ms = mean_ms([&] {
+  statics.gradient_ms = median_ms([&] {
     kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / 1024);
     (void)kernels::MultiTensorL2NormSquared(master_grads).item<double>();
   });
   // As its data-parallel path around the all-reduce: flatten into a bucket, copy back.
-  statics.bucket_ms = mean_ms([&] {
+  statics.bucket_ms = median_ms([&] {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& g : master_grads) flat.push_back(g.reshape({-1}));
     const at::Tensor bucket = at::cat(flat);
@@ -259,7 +287,7 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
     }
   });
   for (at::Tensor& grad : master_grads) grad.normal_(0, 1e-3);
-  statics.optimizer_ms = mean_ms([&] { adam.Step(); });
+  statics.optimizer_ms = median_ms([&] { adam.Step(); });
 }
 
 absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& sizes,
@@ -302,9 +330,11 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
     const double elapsed_s = MillisecondsSince(start_) / 1e3;
     const double left_s = elapsed_s / done_pairs_ * std::max(0, total_pairs_ - done_pairs_);
     Progress(absl::StrFormat(
-        "segment %d of %d, micro-batch %d: forward %.3f ms, recompute %.3f ms, backward %.3f ms, "
-        "activations %.2f MiB (%d of %d measured, about %.0f s left)",
-        k, num_segments_, b, m.forward_ms, m.recompute_ms, m.backward_ms,
+        "segment %d of %d, micro-batch %d: forward %.3f ms, recompute %.3f ms, backward %.3f ms "
+        "(medians of %d; spread %.3f, %.3f, %.3f ms), activations %.2f MiB (%d of %d measured, "
+        "about %.0f s left)",
+        k, num_segments_, b, m.forward_ms, m.recompute_ms, m.backward_ms, m.timed_passes,
+        m.forward_spread_ms, m.recompute_spread_ms, m.backward_spread_ms,
         static_cast<double>(m.activation_memory_bytes) / (1 << 20), done_pairs_, total_pairs_,
         left_s));
   }

@@ -4,18 +4,35 @@
 // auto-configuration read. Model-agnostic: it sees the model only through a StageBuilder.
 //
 // For each profiled segment k it builds ONE single-segment stage (builder({k, k})), moves it to
-// the device and dtype, records its statics, and for each micro-batch size b, after warm-up
-// passes, takes the mean over the timed passes of
-//   F (forward_ms)    forward without a graph (at::NoGradGuard), as the Varuna schedule runs
-//                     the forward of a micro-batch whose backward does not come next;
-//   R (recompute_ms)  forward with a graph;
+// the device and dtype, records its statics, and for each micro-batch size b runs passes of one
+// micro-batch as the Varuna schedule runs it on a stage that recomputes:
+//   F (forward_ms)    forward without a graph (at::NoGradGuard), after saving the random state,
+//                     as the executor runs the forward of a micro-batch whose backward does not
+//                     come next;
+//   R (recompute_ms)  the executor's recompute task (pipeline/stage_executor.cc): the live random
+//                     state saved, F's restored, forward with a graph from a fresh leaf of the
+//                     input activation, the live state put back; it does F's work plus the
+//                     graph, so it costs about a forward;
 //   B (backward_ms)   backward of R's output: the loss for the last segment, otherwise a random
 //                     gradient of the output's shape; it also computes the input activation's
 //                     gradient (what a stage sends back), as the pipeline does.
-// Every time is taken around a device synchronisation on CUDA. Then one more R + B measures
-// activation_memory_bytes: the peak bytes allocated during it above the level before it (CUDA:
-// the caching allocator's statistics; CPU: a CpuAllocationCounter). Parameter gradients exist
-// by then (the warm-up made them), so they are not part of it: they are in the statics.
+// First 1 settling pass and then warmup_passes passes untimed, then timed_passes timed ones;
+// each of F, R and B is timed on its own by a DeviceTimer (planning/device_timer.h: CUDA events
+// on the current stream on a GPU, the steady clock on the CPU) and the profile keeps the median
+// over the timed passes (planning/timing_summary.h) with the spread (largest minus smallest)
+// and the pass count. Why: one layer's kernels take well under a millisecond on a GPU, so host
+// clocks around a device synchronisation and a mean of a few passes let the synchronisation's
+// latency and one slow pass (an allocator call, a clock ramp) decide the number; the H100
+// profile of gpt2-355m had micro-batch 4 faster than 1 and a recompute twice its forward.
+// The settling pass runs the exact shapes once, so the caching allocator holds the blocks the
+// timed passes need. The cache is deliberately not emptied before timing: training runs with a
+// warm cache, and an emptied one would charge each timed pass cudaMalloc/cudaFree calls (which
+// synchronise the device) that a training step does not pay. It is emptied between segments
+// (and after out-of-memory errors), so that every segment starts from the same state.
+// Then one more R + B measures activation_memory_bytes: the peak bytes allocated during it above
+// the level before it (CUDA: the caching allocator's statistics; CPU: a CpuAllocationCounter).
+// Parameter gradients exist by then (the warm-up made them), so they are not part of it: they are
+// in the statics.
 //   output_bytes  bytes of the segment's output (0 for the last segment);
 //   stash_bytes   bytes of its input: the input tensors for segment 0, the input activation
 //                 for the others.
@@ -24,8 +41,8 @@
 // profiled in the same call). Statics: parameter_count, and state_bytes = numel * (element
 // size [weight] + element size [gradient] + 4 [fp32 master gradient] + (element size == 4 ? 0
 // : 4) [fp32 master weight] + 8 [Adam moments]), and, after the sizes, the step's work over the
-// stage's parameters (in options.dtype, fp32 masters, random gradients), each the mean over
-// timed_passes after one untimed pass, around a device synchronisation on CUDA: gradient_ms
+// stage's parameters (in options.dtype, fp32 masters, random gradients), each the median over
+// timed_passes after one untimed pass, timed by a DeviceTimer: gradient_ms
 // (the gradients unscaled into the masters, then their squared norm, as Varuna::step does),
 // bucket_ms (the masters flattened into one bucket and copied back, as its data-parallel sum
 // does around the all-reduce) and optimizer_ms (varuna::Adam::Step). Out of CUDA memory there
@@ -58,9 +75,10 @@ namespace varuna {
 struct ProfilerOptions {
   // The micro-batch sizes to measure (each >= 1; order and duplicates do not matter).
   std::vector<int> micro_batch_sizes;
-  // Passes per (segment, size) run before timing (>= 0), and passes timed (>= 1).
+  // Passes per (segment, size) run before timing after the one settling pass (>= 0), and passes
+  // timed (>= 1; the profile keeps their median).
   int warmup_passes = 2;
-  int timed_passes = 5;
+  int timed_passes = 7;
   // Where and in which dtype the stages run.
   c10::Device device = c10::kCPU;
   at::ScalarType dtype = at::kFloat;  // kFloat, kHalf or kBFloat16

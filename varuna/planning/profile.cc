@@ -86,6 +86,13 @@ Value SegmentJson(const Profile& p, int k) {
     entry["activation_memory_bytes"] = m.activation_memory_bytes;
     entry["output_bytes"] = m.output_bytes;
     entry["stash_bytes"] = m.stash_bytes;
+    // Only where known, so that a profile read from older files writes back the same files.
+    if (m.timed_passes > 0) {
+      entry["timed_passes"] = m.timed_passes;
+      entry["forward_spread_ms"] = m.forward_spread_ms;
+      entry["backward_spread_ms"] = m.backward_spread_ms;
+      entry["recompute_spread_ms"] = m.recompute_spread_ms;
+    }
     sizes.push_back(std::move(entry));
   }
   out["micro_batches"] = std::move(sizes);
@@ -224,6 +231,22 @@ absl::Status ReadSegment(const Value& root, const std::string& path, int k, Prof
           r.Int(entry, "stash_bytes", where, m.stash_bytes)}) {
       if (!s.ok()) return s;
     }
+    // Optional: how the times were taken (absent in profiles written before they were kept).
+    if (json::Find(entry, "timed_passes") != nullptr) {
+      int64_t passes = 0;
+      if (absl::Status s = r.Int(entry, "timed_passes", where, passes); !s.ok()) return s;
+      if (passes < 0 || passes > INT32_MAX) {
+        return r.Error(where + "\"timed_passes\"", absl::StrCat("= ", passes, " is not >= 0"));
+      }
+      m.timed_passes = static_cast<int>(passes);
+    }
+    for (const auto& [name, field] :
+         {std::make_pair("forward_spread_ms", &SegmentMeasurement::forward_spread_ms),
+          std::make_pair("backward_spread_ms", &SegmentMeasurement::backward_spread_ms),
+          std::make_pair("recompute_spread_ms", &SegmentMeasurement::recompute_spread_ms)}) {
+      if (json::Find(entry, name) == nullptr) continue;
+      if (absl::Status s = r.Ms(entry, name, where, m.*field); !s.ok()) return s;
+    }
     if (b < 1 || b > INT32_MAX) {
       return r.Error(where + "\"micro_batch_size\"", absl::StrCat("= ", b, " is not >= 1"));
     }
@@ -321,6 +344,11 @@ absl::Status ValidateProfile(const Profile& p) {
         return invalid(absl::StrCat(where, ": times (forward ", m.forward_ms, ", backward ",
                                     m.backward_ms, ", recompute ", m.recompute_ms,
                                     " ms) must be finite and >= 0"));
+      }
+      if (m.timed_passes < 0 || !ValidTime(m.forward_spread_ms) ||
+          !ValidTime(m.backward_spread_ms) || !ValidTime(m.recompute_spread_ms)) {
+        return invalid(absl::StrCat(where, ": timed_passes (", m.timed_passes,
+                                    ") must be >= 0 and the spreads finite and >= 0"));
       }
       if (m.activation_memory_bytes < 0 || m.output_bytes < 0 || m.stash_bytes < 0) {
         return invalid(where + ": byte counts must be >= 0");

@@ -26,11 +26,21 @@
 
 namespace varuna {
 
-// One segment run at one micro-batch size (times are means over the profiled passes).
+// One segment run at one micro-batch size. Times are the medians over the profiler's timed
+// passes (profiles written before 2026-11-25's change to medians hold means over theirs).
 struct SegmentMeasurement {
   double forward_ms = 0;
   double backward_ms = 0;
   double recompute_ms = 0;  // forward again with a graph, as the Varuna schedule's R task
+  // How the times were taken: the number of timed passes the medians are over and, per time,
+  // the spread (largest minus smallest sample). JSON "timed_passes", "forward_spread_ms",
+  // "backward_spread_ms", "recompute_spread_ms": written only when timed_passes > 0, optional
+  // on read (older profiles: all 0, meaning unknown). Informational: the simulator reads the
+  // medians only.
+  int timed_passes = 0;
+  double forward_spread_ms = 0;
+  double backward_spread_ms = 0;
+  double recompute_spread_ms = 0;
   // Peak device memory while running forward + backward of this segment alone at this size,
   // above what was allocated before (activations, workspaces), in bytes.
   int64_t activation_memory_bytes = 0;
@@ -45,14 +55,14 @@ struct SegmentMeasurement {
 struct SegmentStatic {
   int64_t parameter_count = 0;
   int64_t state_bytes = 0;  // weights + gradients + fp32 masters + Adam moments, in bytes
-  // Mean time of one Adam step (varuna::Adam::Step, fp32 masters) over the segment's parameters
+  // Median time of one Adam step (varuna::Adam::Step, fp32 masters) over the segment's parameters
   // in the profiled dtype; JSON "optimizer_ms", optional on read (older profiles: 0).
   double optimizer_ms = 0;
-  // Mean time of the engine's gradient pass over the segment's parameters after a step's last
+  // Median time of the engine's gradient pass over the segment's parameters after a step's last
   // backward: the model's gradients unscaled into the fp32 master gradients, then their squared
   // norm (Varuna::step); JSON "gradient_ms", optional on read (older profiles: 0).
   double gradient_ms = 0;
-  // Mean time of flattening the segment's gradients into one all-reduce bucket and copying the
+  // Median time of flattening the segment's gradients into one all-reduce bucket and copying the
   // sums back, which a step pays with D > 1 replicas; JSON "bucket_ms", optional (0).
   double bucket_ms = 0;
 };
@@ -86,8 +96,8 @@ struct Profile {
 };
 
 // Validates (num_segments > 0, dtype one of the three, vectors sized to it, micro-batch sizes
-// >= 1, times (optimizer_ms too) finite and >= 0, byte counts >= 0, curves sorted strictly by
-// bytes, ring sizes
+// >= 1, times (optimizer_ms and spreads too) finite and >= 0, timed_passes >= 0, byte counts >= 0,
+// curves sorted strictly by bytes, ring sizes
 // >= 2): OK, or InvalidArgument naming the field and the fix. Segments without measurements are
 // valid (a partial profile).
 absl::Status ValidateProfile(const Profile& profile);

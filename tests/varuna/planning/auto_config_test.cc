@@ -275,6 +275,30 @@ TEST(SearchConfigurationsTest, OneStageOneGpuWorks) {
   EXPECT_DOUBLE_EQ((*result)[2].simulation.minibatch_ms, 24);
 }
 
+TEST(SearchConfigurationsTest, OneStageChargesEachMicroBatchAndEachStepCostOnce) {
+  // Three segments in one stage, m micro-batches of b: each micro-batch costs the sum of the
+  // segments' F + B once (no recompute, no per-micro-batch extra), the step adds the segments'
+  // gradient passes and Adam steps once each, and no bucket copies (D = 1).
+  Profile profile = MakeProfile(3, {1, 4}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  for (SegmentStatic& s : profile.statics) {
+    s.gradient_ms = 0.5;
+    s.optimizer_ms = 0.25;
+    s.bucket_ms = 100;
+  }
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 1), Options(8));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->size(), 2u);
+  for (const Candidate& c : *result) {
+    const int b = c.micro_batch;
+    SCOPED_TRACE(absl::StrFormat("b=%d", b));
+    ASSERT_EQ(c.num_micro_batches, 8 / b);
+    const double per_micro_batch = 3 * ((1.0 + b) + 2 * (1.0 + b));
+    EXPECT_DOUBLE_EQ(c.simulation.minibatch_ms, (8 / b) * per_micro_batch + 3 * 0.5 + 3 * 0.25);
+    EXPECT_DOUBLE_EQ(c.simulation.stage_busy_ms[0], (8 / b) * per_micro_batch);
+  }
+}
+
 TEST(SearchConfigurationsTest, GradientPassAddsBucketCopiesOnlyWithReplicas) {
   const Profile plain = MakeProfile(2, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);
   Profile with_pass = plain;

@@ -4,7 +4,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -17,6 +20,7 @@ namespace varuna {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Lt;
 
 constexpr int kSeq = 16;
 constexpr int kHidden = 32;
@@ -83,6 +87,10 @@ TEST_F(ProfilerTest, MeasuresEverySegmentAtEverySize) {
       EXPECT_GT(m.recompute_ms, 0);
       EXPECT_GT(m.backward_ms, 0);
       EXPECT_GT(m.activation_memory_bytes, 0);
+      EXPECT_EQ(m.timed_passes, 2);  // the medians are over options_.timed_passes
+      EXPECT_GE(m.forward_spread_ms, 0);
+      EXPECT_GE(m.recompute_spread_ms, 0);
+      EXPECT_GE(m.backward_spread_ms, 0);
       EXPECT_EQ(m.output_bytes, k == 2 ? 0 : int64_t{b} * kSeq * kHidden * 4);
       // Segment 0 keeps its inputs (three int64 tensors and the float loss mask).
       EXPECT_EQ(m.stash_bytes,
@@ -100,6 +108,7 @@ TEST_F(ProfilerTest, MeasuresEverySegmentAtEverySize) {
   }
   ASSERT_EQ(lines_.size(), 6u);
   EXPECT_THAT(lines_[0], HasSubstr("segment 0 of 3, micro-batch 1: forward "));
+  EXPECT_THAT(lines_[0], HasSubstr("(medians of 2; spread "));
   EXPECT_THAT(lines_[5], HasSubstr("segment 2 of 3, micro-batch 4"));
   EXPECT_THAT(lines_[5], HasSubstr("6 of 6 measured, about 0 s left"));
 }
@@ -182,6 +191,114 @@ TEST_F(ProfilerTest, BadOptionsNameTheProblem) {
   EXPECT_THAT(std::string(Run({1}, &other).status().message()),
               HasSubstr("the existing profile has 2 segments in float32, but this model has 3"));
   EXPECT_TRUE(lines_.empty());
+}
+
+// A two-segment stage of one linear layer per segment that logs every Forward: whether it built
+// a graph and the random number it drew (as dropout would), and can stall one call, so that a
+// test sees how the profiler runs and times its passes.
+struct ForwardLog {
+  std::vector<bool> with_graph;
+  std::vector<double> drawn;
+  int stall_call = -1;  // index into the calls: that call sleeps kStall first
+};
+
+constexpr auto kStall = std::chrono::milliseconds(300);
+
+class RecordingStage : public StageModule {
+ public:
+  RecordingStage(SegmentRange range, std::shared_ptr<ForwardLog> log)
+      : range_(range), log_(std::move(log)) {
+    weight_ = register_parameter("weight", at::randn({8, 8}) * 0.1);
+  }
+  SegmentRange segments() const override { return range_; }
+  int num_segments() const override { return 2; }
+  torch::Tensor Forward(const torch::Tensor& activation, const TensorMap& inputs) override {
+    if (static_cast<int>(log_->drawn.size()) == log_->stall_call) {
+      std::this_thread::sleep_for(kStall);
+    }
+    log_->with_graph.push_back(at::GradMode::is_enabled());
+    const at::Tensor noise = at::rand({1});
+    log_->drawn.push_back(noise.item<double>());
+    const at::Tensor x = range_.first == 0 ? inputs.at("x") : activation;
+    const at::Tensor y = at::matmul(x, weight_) + noise;
+    return range_.last == 1 ? y.pow(2).mean() : y;
+  }
+  std::vector<SharedWeight> shared_weights() const override { return {}; }
+  int SegmentOf(const std::string&) const override { return range_.first; }
+  bool DecaysWeight(const std::string&) const override { return true; }
+
+ private:
+  SegmentRange range_;
+  std::shared_ptr<ForwardLog> log_;
+  at::Tensor weight_;
+};
+
+absl::StatusOr<Profile> ProfileRecording(const std::shared_ptr<ForwardLog>& log,
+                                         const ProfilerOptions& options) {
+  const StageBuilder builder = [log](SegmentRange range) {
+    return std::make_shared<RecordingStage>(range, log);
+  };
+  const InputMaker inputs = [](int b) {
+    TensorMap map;
+    map["x"] = at::randn({b, 8});
+    return map;
+  };
+  return ProfileSegments(builder, 2, inputs, options, nullptr);
+}
+
+ProfilerOptions SegmentZeroAtSizeOne(int warmup, int timed) {
+  ProfilerOptions options;
+  options.micro_batch_sizes = {1};
+  options.segments = {0};
+  options.warmup_passes = warmup;
+  options.timed_passes = timed;
+  return options;
+}
+
+TEST(ProfilerPassesTest, OneSettlingPassThenTheWarmUpThenTheTimedPasses) {
+  for (const auto& [warmup, timed] : {std::make_pair(0, 1), std::make_pair(2, 3)}) {
+    SCOPED_TRACE(testing::Message() << "warmup " << warmup << ", timed " << timed);
+    auto log = std::make_shared<ForwardLog>();
+    absl::StatusOr<Profile> profile = ProfileRecording(log, SegmentZeroAtSizeOne(warmup, timed));
+    ASSERT_TRUE(profile.ok()) << profile.status();
+    const int passes = 1 + warmup + timed;
+    // Each pass is F (no graph) then R (graph); one more R measures the memory.
+    ASSERT_EQ(log->with_graph.size(), static_cast<size_t>(2 * passes + 1));
+    for (int i = 0; i < passes; ++i) {
+      EXPECT_FALSE(log->with_graph[2 * i]) << "call " << 2 * i;
+      EXPECT_TRUE(log->with_graph[2 * i + 1]) << "call " << 2 * i + 1;
+    }
+    EXPECT_TRUE(log->with_graph.back());
+    EXPECT_EQ(profile->compute[0].at(1).timed_passes, timed);
+  }
+}
+
+TEST(ProfilerPassesTest, TheRecomputeReplaysItsForwardsRandomNumbersAsTheExecutorDoes) {
+  auto log = std::make_shared<ForwardLog>();
+  absl::StatusOr<Profile> profile = ProfileRecording(log, SegmentZeroAtSizeOne(1, 3));
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const int passes = 1 + 1 + 3;
+  for (int i = 0; i < passes; ++i) {
+    // R draws what its F drew (the saved state restored) ...
+    EXPECT_EQ(log->drawn[2 * i + 1], log->drawn[2 * i]) << "pass " << i;
+    // ... and puts the live state back: the next F draws a new number.
+    if (i + 1 < passes) {
+      EXPECT_NE(log->drawn[2 * i + 2], log->drawn[2 * i]) << "pass " << i;
+    }
+  }
+}
+
+TEST(ProfilerPassesTest, ASlowRepetitionShowsInTheSpreadNotInTheTime) {
+  auto log = std::make_shared<ForwardLog>();
+  // Calls: settling F R, warm-up F R, then timed F R F R F R: stall the second timed F.
+  log->stall_call = 2 * (1 + 1) + 2;
+  absl::StatusOr<Profile> profile = ProfileRecording(log, SegmentZeroAtSizeOne(1, 3));
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const SegmentMeasurement& m = profile->compute[0].at(1);
+  const double stall_ms = std::chrono::duration<double, std::milli>(kStall).count();
+  // A mean over the three timed passes would be above stall_ms / 3.
+  EXPECT_THAT(m.forward_ms, Lt(stall_ms / 3));
+  EXPECT_GE(m.forward_spread_ms, stall_ms * 0.9);
 }
 
 }  // namespace

@@ -19,13 +19,17 @@ bool operator==(const SegmentMeasurement& a, const SegmentMeasurement& b) {
   return a.forward_ms == b.forward_ms && a.backward_ms == b.backward_ms &&
          a.recompute_ms == b.recompute_ms &&
          a.activation_memory_bytes == b.activation_memory_bytes &&
-         a.output_bytes == b.output_bytes && a.stash_bytes == b.stash_bytes;
+         a.output_bytes == b.output_bytes && a.stash_bytes == b.stash_bytes &&
+         a.timed_passes == b.timed_passes && a.forward_spread_ms == b.forward_spread_ms &&
+         a.backward_spread_ms == b.backward_spread_ms &&
+         a.recompute_spread_ms == b.recompute_spread_ms;
 }
 
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 
 SegmentMeasurement Measurement(double base) {
@@ -166,6 +170,27 @@ TEST_F(ProfileFilesTest, StepTimesRoundTripAndAreZeroInOlderFiles) {
   EXPECT_EQ(read->statics[2].optimizer_ms, 0.75);
 }
 
+TEST_F(ProfileFilesTest, RepetitionsAndSpreadsRoundTripAndAreAbsentWhereUnknown) {
+  Profile p = FullProfile();
+  SegmentMeasurement& m = p.compute[1].at(2);
+  m.timed_passes = 7;
+  m.forward_spread_ms = 0.25;
+  m.backward_spread_ms = 0.5;
+  m.recompute_spread_ms = 0.125;
+  ASSERT_TRUE(WriteProfile(p, dir_).ok());
+  EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"timed_passes\": 7"));
+  EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"recompute_spread_ms\": 0.125"));
+  // Measurements without them (older profiles) are written as before: no such fields.
+  EXPECT_THAT(Read("segment_0.json"), Not(HasSubstr("timed_passes")));
+  EXPECT_THAT(Read("segment_0.json"), Not(HasSubstr("spread_ms")));
+  absl::StatusOr<Profile> read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectEqual(p, *read);
+  EXPECT_EQ(read->compute[1].at(2).timed_passes, 7);
+  EXPECT_EQ(read->compute[1].at(2).backward_spread_ms, 0.5);
+  EXPECT_EQ(read->compute[1].at(1).timed_passes, 0);
+}
+
 TEST_F(ProfileFilesTest, MissingDirectoryOrProfileJsonIsNotFound) {
   absl::StatusOr<Profile> p = ReadProfile(dir_ + "/nowhere");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
@@ -235,6 +260,9 @@ TEST(ProfileTest, ValidateNamesTheProblem) {
   p = FullProfile();
   p.compute[1][2].stash_bytes = -1;
   EXPECT_THAT(message(p), HasSubstr("byte counts must be >= 0"));
+  p = FullProfile();
+  p.compute[1][2].backward_spread_ms = std::nan("");
+  EXPECT_THAT(message(p), HasSubstr("segment 1 at micro-batch size 2: timed_passes (0)"));
   p = FullProfile();
   p.statics[1].optimizer_ms = std::nan("");
   EXPECT_THAT(message(p), HasSubstr("segment 1: optimizer_ms = nan must be finite and >= 0"));
