@@ -104,7 +104,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("deterministic", &a.deterministic,
         "bitwise-repeatable runs under one layout: LibTorch's deterministic algorithms (an op "
         "without one stops the run), CUBLAS_WORKSPACE_CONFIG=:4096:8, cuDNN deterministic, SDPA "
-        "without cuDNN (= --deterministic-mode)");
+        "without cuDNN");
   p.AddAlias("deterministic-mode", "deterministic");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");

@@ -32,7 +32,8 @@ absl::StatusOr<std::vector<std::string>> EnterDeterministicMode() {
   context.setSDPUseCuDNN(false);
   return std::vector<std::string>{
       "> deterministic: LibTorch's deterministic algorithms on (warn_only=false: an op without "
-      "a deterministic implementation stops the run, naming the op)",
+      "a deterministic implementation stops the run, naming the op; at::empty's memory is "
+      "filled, LibTorch's default under the switch)",
       absl::StrCat("> deterministic: ", kCublasWorkspaceVariable, "=", *workspace,
                    given ? " (from the environment)" : " (set by --deterministic)"),
       "> deterministic: cuDNN deterministic, cuDNN benchmark off",

@@ -8,6 +8,9 @@
 //     variant uses it; an op that has none throws c10::Error ("<op> does not have a
 //     deterministic implementation ..."), which pretrain_gpt2 turns into an error naming the
 //     op and the fix (NondeterministicOperation, NondeterministicOperationError).
+//     LibTorch's companion setting stays at its default: under the switch, memory from
+//     at::empty is filled (NaN / the largest integer), so even a read of unwritten memory
+//     repeats.
 //   - CUBLAS_WORKSPACE_CONFIG=:4096:8 (cuBLAS reads it once, when it initializes); a value the
 //     user set is kept if it is one of cuBLAS's deterministic ones (:4096:8, :16:8), refused
 //     otherwise.

@@ -126,7 +126,7 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.Add("peak-tflops", &f.peak_tflops, "device peak for MFU (0: the built-in table)", "0");
   parser.Add("deterministic", &f.deterministic,
              "also run under pretrain_gpt2's --deterministic and report its tokens/s as a ratio "
-             "of the default run's (= --deterministic-mode)");
+             "of the default run's");
   parser.AddAlias("deterministic-mode", "deterministic");
   for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
     parser.SetMinimum(name, 1);

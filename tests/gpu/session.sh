@@ -8,6 +8,8 @@
 #                                fp16 then bf16, a log line per step (falling loss, skips)
 #   session.sh throughput PRESET the C++ benchmark against PyTorch eager and compile, with the
 #                                per-op profile (bench/run_gpu_benchmarks.sh)
+#   session.sh determinism PRESET the cost of --deterministic: the C++ benchmark in bf16, default
+#                                then deterministic in one process, tokens/s ratio last
 #
 # Logs and tables go to $RESULTS (default ./results). Exit status: non-zero if a phase failed.
 set -uo pipefail
@@ -42,8 +44,16 @@ case "$phase" in
     "$here/bench/run_gpu_benchmarks.sh" --profile-ops --presets="$preset" \
       --out-dir="$results/throughput_$preset" || status=1
     ;;
+  determinism)
+    preset=${2:?"session.sh determinism PRESET (gpt2-355m or gpt2-1.5b)"}
+    batch=8
+    [[ "$preset" == gpt2-1.5b ]] && batch=4
+    gpt2_throughput_benchmark --preset="$preset" --dtype=bf16 --batch-size=$batch --steps=30 \
+      --deterministic 2>&1 | tee "$results/determinism_$preset.log" || status=1
+    ;;
   *)
-    echo "usage: session.sh tests | kernels | train PRESET | throughput PRESET" >&2
+    echo "usage: session.sh tests | kernels | train PRESET | throughput PRESET |" \
+      "determinism PRESET" >&2
     exit 2
     ;;
 esac

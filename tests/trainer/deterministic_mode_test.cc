@@ -77,6 +77,7 @@ TEST(EnterDeterministicModeTest, RefusesABadWorkspaceThenSetsEverySwitch) {
   EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":4096:8");
   EXPECT_TRUE(context.deterministicAlgorithms());
   EXPECT_FALSE(context.deterministicAlgorithmsWarnOnly());
+  EXPECT_TRUE(context.deterministicFillUninitializedMemory());  // LibTorch's default, kept
   EXPECT_TRUE(context.deterministicCuDNN());
   EXPECT_FALSE(context.benchmarkCuDNN());
   EXPECT_FALSE(context.userEnabledCuDNNSDP());
