@@ -101,6 +101,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("schedule", &a.schedule, "pipeline schedule: varuna, gpipe or 1f1b");
   p.Add("attention-backend", &a.attention_backend,
         "causal attention: fused-softmax, sdpa, or auto (the faster on a GPU)");
+  p.Add("deterministic", &a.deterministic,
+        "bitwise-repeatable runs under one layout: LibTorch's deterministic algorithms (an op "
+        "without one stops the run), CUBLAS_WORKSPACE_CONFIG=:4096:8, cuDNN deterministic, SDPA "
+        "without cuDNN");
+  p.AddAlias("deterministic-mode", "deterministic");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
   p.Add("p2p-backend", &a.p2p_backend,

@@ -91,6 +91,9 @@ struct TrainerArguments {
   std::vector<int> profile_micro_batch_sizes;  // --profile-micro-batches parsed, ascending.
   std::string schedule = "varuna";             // varuna, gpipe or 1f1b
   std::string attention_backend = "auto";      // auto, fused-softmax or sdpa
+  // --deterministic (Megatron's --deterministic-mode): bitwise-repeatable runs on one layout
+  // (trainer/deterministic_mode.h).
+  bool deterministic = false;
   int distributed_timeout_minutes = 10;
   // Libraries of the pipeline (and tied-weight) transfers and of the data-parallel all-reduce:
   // auto (NCCL on CUDA, Gloo on the CPU), nccl, or gloo (host-staged on CUDA: ranks may then

@@ -7,6 +7,12 @@
 //                  micro-batch shape on this device, measured once at start-up (a few
 //                  iterations each, about a second).
 //
+// Under --deterministic (trainer/deterministic_mode.h, which limits SDPA to its flash,
+// memory-efficient and math kernels) both backends are deterministic: fused-softmax by
+// construction, sdpa through LibTorch's deterministic switch. auto then picks among the
+// backends that run under the switch for this shape, and on CUDA an explicit choice is tried
+// once at this shape and refused if it finds no deterministic kernel.
+//
 // Thread safety: none needed; called once per process.
 #ifndef VARUNA_TRAINER_ATTENTION_BACKEND_H_
 #define VARUNA_TRAINER_ATTENTION_BACKEND_H_
@@ -29,13 +35,15 @@ struct AttentionChoice {
 };
 
 // Resolves `flag` (the value of --attention-backend) for `device` and `dtype`; auto on CUDA
-// measures the attention of `model` at `micro_batch` sequences. InvalidArgument naming the flag
-// and the valid values when it is none of them.
+// measures the attention of `model` at `micro_batch` sequences. `deterministic`: the run is
+// under --deterministic (the mode already entered). InvalidArgument naming the flag and the
+// valid values when it is none of them, or, under --deterministic, naming the backend that
+// found no deterministic kernel and the fix.
 absl::StatusOr<AttentionChoice> ChooseAttentionBackend(const std::string& flag,
                                                        const c10::Device& device,
                                                        at::ScalarType dtype,
                                                        const gpt2::Gpt2Config& model,
-                                                       int64_t micro_batch);
+                                                       int64_t micro_batch, bool deterministic);
 
 }  // namespace trainer
 

@@ -9,9 +9,9 @@
 namespace trainer {
 
 absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
-  absl::StatusOr<AttentionChoice> attention =
-      ChooseAttentionBackend(options.attention_backend, options.engine.device, options.engine.dtype,
-                             options.model, options.engine.micro_batch_size());
+  absl::StatusOr<AttentionChoice> attention = ChooseAttentionBackend(
+      options.attention_backend, options.engine.device, options.engine.dtype, options.model,
+      options.engine.micro_batch_size(), options.deterministic);
   if (!attention.ok()) return attention.status();
   gpt2::Gpt2ExecutionOptions execution;
   execution.attention = attention->backend;

@@ -27,7 +27,10 @@ struct GptEngineOptions {
   // Stage map, rank, batch and micro-batch, device, dtype, clipping, schedule, world.
   varuna::VarunaOptions engine;
   std::string attention_backend = "auto";  // --attention-backend
-  uint64_t seed = 1234;                    // the initial weights
+  // --deterministic: the mode is on (EnterDeterministicMode ran); the attention backend is
+  // chosen among the deterministic ones.
+  bool deterministic = false;
+  uint64_t seed = 1234;  // the initial weights
   varuna::AdamOptions adam;
   varuna::LossScalerOptions loss_scaling;
 };

@@ -30,6 +30,7 @@
 #include "models/gpt2/summary.h"
 #include "trainer/arguments.h"
 #include "trainer/attention_backend.h"
+#include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
@@ -131,7 +132,8 @@ absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const Train
 
 // --profiling: measures the model's segments into the profile directory instead of training.
 absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                         const varuna::VarunaOptions& engine) {
+                         const varuna::VarunaOptions& engine,
+                         const std::vector<std::string>& mode_lines) {
   // Launched (WORLD_SIZE > 1): every rank profiles its share; the stage map plays no part.
   int world_size = 1;
   if (const char* text = std::getenv("WORLD_SIZE"); text != nullptr && *text) {
@@ -168,9 +170,10 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
           "communication curves");
     }
   }
+  for (const std::string& line : mode_lines) (*log)->Info(line);
   absl::StatusOr<AttentionChoice> attention =
       ChooseAttentionBackend(a.attention_backend, engine.device, engine.dtype, config,
-                             /*micro_batch=*/a.profile_micro_batch_sizes.back());
+                             /*micro_batch=*/a.profile_micro_batch_sizes.back(), a.deterministic);
   if (!attention.ok()) return attention.status();
   (*log)->Info(absl::StrCat("> attention: ", attention->reason));
   ProfileModeOptions options;
@@ -332,7 +335,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
+// `mode_lines`: what --deterministic set (EnterDeterministicMode), for the start-up log.
+absl::Status Run(const TrainerArguments& a, const std::string& argv0,
+                 const std::vector<std::string>& mode_lines) {
   // 1. Everything that can be checked without touching a file is checked first.
   absl::StatusOr<Vocabulary> vocabulary = KnownVocabulary(a);
   if (!vocabulary.ok()) return vocabulary.status();
@@ -350,7 +355,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
   if (engine_options->device.is_cuda()) {
     at::accelerator::setDeviceIndex(engine_options->device.index());
   }
-  if (a.profiling) return ProfileMode(a, *config, *engine_options);
+  if (a.profiling) return ProfileMode(a, *config, *engine_options, mode_lines);
   // From here on SIGUSR1/SIGTERM mean "checkpoint and stop" (read at the first step), so one
   // that comes while the job is still starting up is not lost.
   const StopSignal stop_signal;
@@ -370,6 +375,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0) {
       OpenData(a, *config, *inputs, *engine_options, *vocabulary);
   if (!data.ok()) return data.status();
   log.Info(absl::StrCat("> data: ", (*data)->Describe()));
+  for (const std::string& line : mode_lines) log.Info(line);
   absl::StatusOr<GptEngine> gpt =
       CreateGptEngine(TrainerEngineOptions(a, *config, *engine_options));
   if (!gpt.ok()) return gpt.status();
@@ -488,11 +494,29 @@ int main(int argc, char** argv) {
         arguments->help.c_str());
     return 0;
   }
+  // --deterministic: before anything touches CUDA, since cuBLAS reads its workspace setting
+  // once, when it initializes.
+  std::vector<std::string> mode_lines;
+  if (arguments->deterministic) {
+    absl::StatusOr<std::vector<std::string>> entered = trainer::EnterDeterministicMode();
+    if (!entered.ok()) {
+      std::fprintf(stderr, "pretrain_gpt2: error: %s\n",
+                   std::string(entered.status().message()).c_str());
+      return 2;
+    }
+    mode_lines = *std::move(entered);
+  }
   absl::Status status;
   try {
-    status = trainer::Run(*arguments, argv[0]);
+    status = trainer::Run(*arguments, argv[0], mode_lines);
   } catch (const std::exception& e) {  // LibTorch reports, e.g., CUDA out of memory this way.
     status = absl::InternalError(e.what());
+  }
+  // Under --deterministic an op without a deterministic implementation throws (at start-up or
+  // in a step); say which op and what to do instead of LibTorch's Python-flavoured advice.
+  if (const std::optional<std::string> op =
+          trainer::NondeterministicOperation(std::string(status.message()))) {
+    status = absl::FailedPreconditionError(trainer::NondeterministicOperationError(*op));
   }
   if (!status.ok()) {
     std::fprintf(stderr, "pretrain_gpt2: error: %s\n", std::string(status.message()).c_str());

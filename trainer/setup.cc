@@ -303,6 +303,7 @@ GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt
   options.model = config;
   options.engine = engine;
   options.attention_backend = a.attention_backend;
+  options.deterministic = a.deterministic;
   options.seed = static_cast<uint64_t>(a.seed);
   options.adam.lr = a.lr;
   options.adam.beta1 = a.adam_beta1;

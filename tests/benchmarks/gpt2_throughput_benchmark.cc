@@ -15,6 +15,14 @@
 // one JSON line starting {"impl":"varuna-cpp" (the fields are listed at PrintResult).
 // `--help` lists every flag with its default; a bad flag or value exits 2 naming the flag.
 //
+// --deterministic: the cost of pretrain_gpt2's --deterministic in the same process, on the same
+// batches: the run above with the default settings, then trainer/deterministic_mode.h's
+// switches on and a fresh engine (same seed; auto then picks among the deterministic attention
+// backends) run again; a last line gives deterministic tokens/s / default tokens/s. cuBLAS
+// reads CUBLAS_WORKSPACE_CONFIG once, so the mode's :4096:8 is set before any CUDA work and
+// holds for both runs (on an H100 LibTorch's default workspace is already :4096:8 plus a small
+// one).
+//
 // FLOPs: Megatron's formula (models/gpt2/flops.h); MFU = TFLOP/s / the device's peak
 // (--peak-tflops, else trainer/throughput.h's table; null for an unknown device or the CPU).
 // At P=1 Varuna's schedule backs each micro-batch up right after its forward, so nothing is
@@ -49,6 +57,7 @@
 #include "models/gpt2/model.h"
 #include "tests/benchmarks/op_profile.h"
 #include "trainer/attention_backend.h"
+#include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
 #include "trainer/gpt_engine.h"
 #include "trainer/throughput.h"
@@ -89,6 +98,7 @@ struct Flags {
   bool profile_ops = false;
   int profile_steps = 3;
   double peak_tflops = 0;
+  bool deterministic = false;
 };
 
 // Registers the flags on `parser`; parsing writes them into `f`, which must outlive it.
@@ -114,6 +124,10 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.Add("profile-ops", &f.profile_ops, "afterwards, profile --profile-steps steps op by op");
   parser.Add("profile-steps", &f.profile_steps, "steps --profile-ops profiles", "3");
   parser.Add("peak-tflops", &f.peak_tflops, "device peak for MFU (0: the built-in table)", "0");
+  parser.Add("deterministic", &f.deterministic,
+             "also run under pretrain_gpt2's --deterministic and report its tokens/s as a ratio "
+             "of the default run's");
+  parser.AddAlias("deterministic-mode", "deterministic");
   for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
     parser.SetMinimum(name, 1);
   }
@@ -139,6 +153,7 @@ struct Options {
   bool profile_ops = false;
   int profile_steps = 0;
   double peak_tflops = 0;
+  bool deterministic = false;
   gpt2::Gpt2Config model;
 };
 
@@ -191,6 +206,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.peak_tflops = f.peak_tflops;
   o.attention_backend = f.attention_backend;
   o.profile_ops = f.profile_ops;
+  o.deterministic = f.deterministic;
   o.model.vocab_size = f.vocab_size;
   if (f.seq_length > 0) {
     o.model.seq_length = f.seq_length;
@@ -319,9 +335,10 @@ absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::Tensor
 // steps, warmup_steps, tokens_per_s, tflops (model FLOPs, Megatron's formula), mfu (null if
 // the peak is unknown), hw_tflops (with recomputed forwards; equals tflops at P=1),
 // peak_tflops, step_ms, losses [first, last], skipped (count over all steps),
-// last_skipped_step (1-based, 0 if none), peak_memory_gb (null on the CPU).
-void PrintResult(const Options& o, const std::string& device_name, const std::string& attention,
-                 const Run& run, int recomputed) {
+// last_skipped_step (1-based, 0 if none), peak_memory_gb (null on the CPU), deterministic
+// (whether the run was under --deterministic's switches). Returns the tokens/s.
+double PrintResult(const Options& o, const std::string& device_name, const std::string& attention,
+                   const Run& run, int recomputed, bool deterministic) {
   const int64_t b = o.engine.batch_size;
   const int micro_batches =
       (o.engine.batch_size + o.engine.micro_batch_size() - 1) / o.engine.micro_batch_size();
@@ -382,15 +399,20 @@ void PrintResult(const Options& o, const std::string& device_name, const std::st
   json["skipped"] = static_cast<int64_t>(run.skipped_steps.size());
   json["last_skipped_step"] = run.skipped_steps.empty() ? 0 : run.skipped_steps.back() + 1;
   json["peak_memory_gb"] = memory ? Value(*memory) : Value();
+  json["deterministic"] = deterministic;
   absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
+  return t.tokens_per_second;
 }
 
-absl::Status Main(const Options& o) {
+// One benchmark run on a fresh engine; `deterministic`: under --deterministic's switches
+// (already entered). Returns the tokens/s.
+absl::StatusOr<double> Benchmark(const Options& o, bool deterministic) {
   const std::string device_name = trainer::DeviceName(o.engine.device);
   trainer::GptEngineOptions options;
   options.model = o.model;
   options.engine = o.engine;
   options.attention_backend = o.attention_backend;
+  options.deterministic = deterministic;
   options.seed = static_cast<uint64_t>(o.seed);
   options.adam.lr = o.lr;
   options.adam.weight_decay = o.weight_decay;
@@ -434,9 +456,36 @@ absl::Status Main(const Options& o) {
   Synchronize(o.engine.device);
   run.timed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  PrintResult(o, device_name, varuna::kernels::AttentionBackendName(attention->backend), run,
-              recomputed);
-  if (o.profile_ops && o.profile_steps > 0) return ProfileOps(engine, batches, o);
+  const double tokens_per_second =
+      PrintResult(o, device_name, varuna::kernels::AttentionBackendName(attention->backend), run,
+                  recomputed, deterministic);
+  if (o.profile_ops && o.profile_steps > 0) {
+    if (absl::Status s = ProfileOps(engine, batches, o); !s.ok()) return s;
+  }
+  return tokens_per_second;
+}
+
+absl::Status Main(const Options& o) {
+  absl::StatusOr<double> standard = Benchmark(o, /*deterministic=*/false);
+  if (!standard.ok() || !o.deterministic) return standard.status();
+  absl::StatusOr<std::vector<std::string>> lines = trainer::EnterDeterministicMode();
+  if (!lines.ok()) return lines.status();
+  absl::PrintF("\nthe same under --deterministic:\n");
+  for (const std::string& line : *lines) absl::PrintF("%s\n", line.c_str());
+  absl::StatusOr<double> deterministic = Benchmark(o, /*deterministic=*/true);
+  if (!deterministic.ok()) return deterministic.status();
+  const double ratio = *deterministic / *standard;
+  absl::PrintF(
+      "--deterministic: %.0f tokens/s against %.0f by default: ratio %.3f (deterministic / "
+      "default, same process, same batches)\n",
+      *deterministic, *standard, ratio);
+  Value json = Value::object();
+  json["determinism_ratio"] = ratio;
+  json["preset"] = o.preset;
+  json["dtype"] = o.dtype_name;
+  json["default_tokens_per_s"] = *standard;
+  json["deterministic_tokens_per_s"] = *deterministic;
+  absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
   return absl::OkStatus();
 }
 
@@ -450,6 +499,18 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit =
           parser.ParseMain("gpt2_throughput_benchmark", benchmarks::kUsage, argc, argv)) {
     return *exit;
+  }
+  // cuBLAS reads its workspace setting once, at its first use: --deterministic's goes in before
+  // any CUDA work (it then holds for the default run too; see the file comment).
+  if (flags.deterministic) {
+    absl::StatusOr<std::string> workspace =
+        trainer::DeterministicCublasWorkspace(std::getenv(trainer::kCublasWorkspaceVariable));
+    if (!workspace.ok()) {
+      std::fprintf(stderr, "gpt2_throughput_benchmark: error: %s\n",
+                   std::string(workspace.status().message()).c_str());
+      return 2;
+    }
+    setenv(trainer::kCublasWorkspaceVariable, workspace->c_str(), /*overwrite=*/1);
   }
   absl::StatusOr<benchmarks::Options> options = benchmarks::MakeOptions(flags);
   if (!options.ok()) {

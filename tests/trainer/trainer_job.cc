@@ -4,14 +4,24 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "data/indexed_dataset.h"
 
 namespace trainer::testing {
 namespace {
 
+// `path` in the test's Bazel runfiles; where there are none (the GPU bundle copies test
+// binaries into gpu_bundle/bin/ next to pretrain_gpt2 and launch), the file of that name next
+// to the running test binary.
 std::string Runfile(const std::string& path) {
-  return std::string(std::getenv("TEST_SRCDIR")) + "/varuna/" + path;
+  if (const char* srcdir = std::getenv("TEST_SRCDIR"); srcdir != nullptr && *srcdir != '\0') {
+    const std::string runfile = std::string(srcdir) + "/varuna/" + path;
+    if (std::filesystem::exists(runfile)) return runfile;
+  }
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return (self.parent_path() / std::filesystem::path(path).filename()).string();
 }
 
 }  // namespace

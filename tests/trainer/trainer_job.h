@@ -1,5 +1,7 @@
 // Test helper: runs //trainer:pretrain_gpt2 (alone, or under //varuna:launch) the way a user
-// does, on a small synthetic dataset, and reads back its metrics file.
+// does, on a small synthetic dataset, and reads back its metrics file. The two programs are
+// found in the test's runfiles, or, without runfiles (the GPU bundle's bin/), next to the test
+// binary.
 #ifndef VARUNA_TESTS_TRAINER_TRAINER_JOB_H_
 #define VARUNA_TESTS_TRAINER_TRAINER_JOB_H_
 

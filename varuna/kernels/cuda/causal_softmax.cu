@@ -12,6 +12,9 @@
 // never loaded (the causal half is all a row reads); inside the chunk that straddles i, the
 // columns past i are masked to -inf (forward) or 0 (backward). Every chunk inside the row is
 // stored, so columns past i are written as exact zeros.
+//
+// Deterministic by construction (--deterministic needs no switch here): each row is reduced by
+// one group through a fixed shuffle / shared-memory tree, no atomics.
 #include <cuda_runtime.h>
 
 #include <cstdint>

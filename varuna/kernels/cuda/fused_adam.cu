@@ -1,6 +1,7 @@
 // Fused multi-tensor Adam (AdamW mode, fp32 master weights): one block per 64K-element chunk of
 // a ChunkTable; each element's master, gradient and moments are read once and written once
 // (plus the model copy), in packed 16-byte accesses where all operands are aligned.
+// Deterministic by construction: elementwise, no reductions, no atomics.
 #include <cuda_runtime.h>
 
 #include "varuna/kernels/cuda/chunk_kernel.cuh"
