@@ -165,6 +165,13 @@ class Simulation {
     return 0;
   }
 
+  // A forward that keeps its autograd graph does what a recompute does (the profile's R: a
+  // forward with a graph), not the graph-free forward F measures; profiles without R give F.
+  double GraphForwardMs(int stage) const {
+    const StageCosts& c = input_.stages[stage];
+    return c.recompute_ms > 0 ? c.recompute_ms : c.forward_ms;
+  }
+
   // Starts a transfer on `link` at `ready` (or when the link frees up); returns its arrival.
   double Transfer(Link& link, double ready, double hop_ms) {
     const double start = std::max(ready, link.free_at);
@@ -250,12 +257,13 @@ class Simulation {
       }
       st.busy = true;
       st.running = *t;
-      const double duration = Duration(task.kind, s);
+      const bool keeps_graph = task.kind == TaskKind::kForward && KeepsGraph(st.tasks, *t);
+      const double duration = keeps_graph ? GraphForwardMs(s) : Duration(task.kind, s);
       st.busy_ms += duration;
       // Memory is taken when a task starts and given back when the backward ends.
       if (task.kind == TaskKind::kForward) {
         ++st.stashed;
-        if (KeepsGraph(st.tasks, *t)) {
+        if (keeps_graph) {
           st.holds_graph[task.micro_batch] = true;
           ++st.graphs;
         }

@@ -5,7 +5,10 @@
 //
 // Model, per stage s of P (every replica behaves the same; D enters through the all-reduce):
 //   - stage s runs its BuildSchedule(kind, P, m, s) list (pipeline/schedule.h) one task at a time:
-//     F(i) takes forward_ms, R(i) recompute_ms, B(i) backward_ms;
+//     F(i) takes forward_ms, R(i) recompute_ms, B(i) backward_ms; an F(i) that keeps its
+//     autograd graph (KeepsGraph: its backward comes without a recompute, as every forward of
+//     one stage or of GPipe) runs a forward with a graph, which is what R measures, so it takes
+//     recompute_ms (forward_ms where recompute_ms is 0);
 //   - F(i) on s > 0 needs the activation of F(i) on s-1 to have arrived; B(i) on s < P-1 the
 //     gradient of B(i) on s+1; R(i) only its place in the list (its F(i) ran before), as in the
 //     executor (pipeline/stage_executor.cc) and Varuna's runtime: a recompute that finds no

@@ -50,12 +50,16 @@ TEST(SimulatorTest, GpipeAndOneFOneBWithEqualStagesTakeTheClosedForm) {
   }
 }
 
-TEST(SimulatorTest, OneStageRunsEveryScheduleWithoutRecompute) {
+// One stage never recomputes: every forward keeps its graph, so it costs what a forward with
+// a graph costs (the profile's R, 7 here), not the graph-free F (1).
+TEST(SimulatorTest, OneStageRunsEveryScheduleWithoutRecomputeKeepingEveryGraph) {
   for (ScheduleKind kind : kAllKinds) {
     const SimulationResult r = Simulated(Uniform(kind, 1, 5, 1, 2, 7));
-    EXPECT_DOUBLE_EQ(r.minibatch_ms, 5 * 3.0) << ScheduleKindName(kind);
+    EXPECT_DOUBLE_EQ(r.minibatch_ms, 5 * (7.0 + 2)) << ScheduleKindName(kind);
     EXPECT_DOUBLE_EQ(r.bubble_fraction, 0);
-    EXPECT_DOUBLE_EQ(r.stage_finish_ms[0], 15);
+    EXPECT_DOUBLE_EQ(r.stage_finish_ms[0], 45);
+    // Without an R in the profile, F stands in.
+    EXPECT_DOUBLE_EQ(Simulated(Uniform(kind, 1, 5, 1, 2, 0)).minibatch_ms, 5 * (1.0 + 2));
   }
 }
 
@@ -127,6 +131,7 @@ TEST(SimulatorTest, TheSlowestStageDominates) {
     for (int slow : {0, 1, 3}) {
       SimulationInput input = Uniform(kind, 4, 6, 1, 2, 1);
       input.stages[slow].forward_ms = 3;
+      input.stages[slow].recompute_ms = 3;  // what its graph-keeping forwards cost
       input.stages[slow].backward_ms = 5;
       const double expected = 6 * (3 + 5) + 3 * (1 + 2);
       if (kind == ScheduleKind::kGpipe) {
