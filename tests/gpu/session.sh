@@ -16,11 +16,11 @@
 #                           the predicted step time against the measured one (within 5%)
 #   session.sh throughput [PRESET]  the C++ engine against PyTorch eager and torch.compile
 #   session.sh all          every phase above in turn, then the table
-#   session.sh report       the table: one PASS/FAIL line per check run so far
+#   session.sh report       the table: one PASS/FAIL/SKIP line per check run so far
 #
-# Logs go to $RESULTS (default ./results); each check appends its line to
-# $RESULTS/checks.txt, so phases run in separate calls add up to one table. Exit status:
-# non-zero if a check of the phase failed.
+# Logs go to $RESULTS (default ./results); each check appends its line (PASS, FAIL, or SKIP for
+# a test that skipped every case) to $RESULTS/checks.txt, so phases run in separate calls add up
+# to one table. Exit status: non-zero if a check of the phase failed or skipped.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
@@ -31,7 +31,8 @@ checks=$results/checks.txt
 status=0
 
 # check NAME COMMAND...: runs COMMAND with its output in $results/NAME.log (and on the
-# terminal), and records "PASS NAME" or "FAIL NAME" with the time taken.
+# terminal), and records "PASS NAME", "FAIL NAME" or, for a test whose every case skipped,
+# "SKIP NAME" (which also fails the phase: a GPU check that did not run proves nothing).
 check() {
   local name=$1
   shift
@@ -39,7 +40,11 @@ check() {
   echo "==== $name: $*"
   "$@" 2>&1 | tee "$results/$name.log" || rc=$?
   local line
-  if ((rc == 0)); then
+  if ((rc == 0)) && grep -q '^\[  PASSED  \] 0 tests' "$results/$name.log"; then
+    # A test binary whose every case skipped (no usable GPU, or too few for the case).
+    line="SKIP  $name  ($((SECONDS - start)) s; every case skipped, see the log)"
+    status=1
+  elif ((rc == 0)); then
     line="PASS  $name  ($((SECONDS - start)) s)"
   else
     line="FAIL  $name  ($((SECONDS - start)) s, exit $rc; log: $results/$name.log)"
@@ -159,7 +164,7 @@ phase_throughput() {
 report() {
   echo "==== GPU checks ($checks)"
   [[ -f "$checks" ]] && cat "$checks"
-  ! grep -q '^FAIL' "$checks" 2> /dev/null
+  ! grep -qE '^(FAIL|SKIP)' "$checks" 2> /dev/null
 }
 
 phase=${1:-}
