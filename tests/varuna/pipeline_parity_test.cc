@@ -10,6 +10,7 @@
 // deterministic switches), the tied copies and the overflow on CUDA: rank r on GPU r mod the
 // visible count, over host-staged Gloo, so that a one-GPU machine runs every layout; where the
 // GPUs suffice for a layout it also runs over NCCL. It skips where no GPU is usable.
+#include <ATen/DeviceAccelerator.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -113,6 +114,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
       at::globalContext().setDeterministicAlgorithms(true, false);
     }
     options.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % VisibleGpus()));
+    at::accelerator::setDeviceIndex(options.device.index());  // as pretrain_gpt2 does
     const comm::Backend backend =
         args.at("transport") == "nccl" ? comm::Backend::kNccl : comm::Backend::kGloo;
     options.p2p_backend = backend;
