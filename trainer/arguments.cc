@@ -106,6 +106,9 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "without one stops the run), CUBLAS_WORKSPACE_CONFIG=:4096:8, cuDNN deterministic, SDPA "
         "without cuDNN");
   p.AddAlias("deterministic-mode", "deterministic");
+  p.Add("cross-entropy-loss-fusion", &a.cross_entropy_loss_fusion,
+        "the LM head and the cross entropy a chunk of tokens at a time, never holding the "
+        "whole [tokens, vocab] logits (the same loss, less memory)");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
   p.Add("p2p-backend", &a.p2p_backend,

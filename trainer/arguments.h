@@ -94,6 +94,9 @@ struct TrainerArguments {
   // --deterministic (Megatron's --deterministic-mode): bitwise-repeatable runs on one layout
   // (trainer/deterministic_mode.h).
   bool deterministic = false;
+  // Megatron's --cross-entropy-loss-fusion: the LM head and the loss a chunk of tokens at a
+  // time, without the [tokens, V] logits (varuna/kernels/lm_head_cross_entropy.h).
+  bool cross_entropy_loss_fusion = false;
   int distributed_timeout_minutes = 10;
   // Libraries of the pipeline (and tied-weight) transfers and of the data-parallel all-reduce:
   // auto (NCCL on CUDA, Gloo on the CPU), nccl, or gloo (host-staged on CUDA: ranks may then

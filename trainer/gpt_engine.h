@@ -30,6 +30,9 @@ struct GptEngineOptions {
   // --deterministic: the mode is on (EnterDeterministicMode ran); the attention backend is
   // chosen among the deterministic ones.
   bool deterministic = false;
+  // --cross-entropy-loss-fusion: the LM head and the loss without the whole [tokens, V] logits
+  // (gpt2::Gpt2ExecutionOptions::fused_cross_entropy).
+  bool fused_cross_entropy = false;
   uint64_t seed = 1234;  // the initial weights
   varuna::AdamOptions adam;
   varuna::LossScalerOptions loss_scaling;

@@ -380,6 +380,11 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       CreateGptEngine(TrainerEngineOptions(a, *config, *engine_options));
   if (!gpt.ok()) return gpt.status();
   log.Info(absl::StrCat("> attention: ", gpt->attention.reason));
+  if (a.cross_entropy_loss_fusion) {
+    log.Info(
+        "> cross entropy: fused with the LM head, a chunk of tokens at a time "
+        "(--cross-entropy-loss-fusion)");
+  }
   varuna::Varuna& engine = *gpt->varuna;
 
   // 3. Resume.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/gpt2/init.h"
 #include "models/gpt2/parameter_names.h"
+#include "varuna/kernels/lm_head_cross_entropy.h"
 
 namespace gpt2 {
 namespace {
@@ -29,7 +30,7 @@ absl::Status ValidateSegmentRange(const Gpt2Config& config, varuna::SegmentRange
 
 Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint64_t seed,
                      const Gpt2ExecutionOptions& execution)
-    : config_(config), range_(range) {
+    : config_(config), range_(range), fused_cross_entropy_(execution.fused_cross_entropy) {
   CheckOk(config.Validate());
   CheckOk(ValidateSegmentRange(config, range));
   const int64_t h = config.hidden_size;
@@ -142,17 +143,22 @@ torch::Tensor Gpt2Stage::Logits(const torch::Tensor& activation, const varuna::T
 }
 
 torch::Tensor Gpt2Stage::Forward(const torch::Tensor& activation, const varuna::TensorMap& inputs) {
-  if (range_.last < config_.num_layers - 1) return RunSegments(activation, inputs);
-  const torch::Tensor logits = Logits(activation, inputs);
+  const torch::Tensor hidden = RunSegments(activation, inputs);
+  if (range_.last < config_.num_layers - 1) return hidden;
   const torch::Tensor& labels = Input(inputs, "labels", Where());
   const torch::Tensor& loss_mask = Input(inputs, "loss_mask", Where());
-  const at::IntArrayRef tokens = logits.sizes().slice(0, 2);
+  const at::IntArrayRef tokens = hidden.sizes().slice(0, 2);
   TORCH_CHECK(labels.sizes() == tokens && labels.scalar_type() == at::kLong, Where(),
               ": input 'labels' must be int64 ", tokens, " like the tokens, got ",
               labels.scalar_type(), " ", labels.sizes());
   TORCH_CHECK(loss_mask.sizes() == tokens && at::isFloatingType(loss_mask.scalar_type()), Where(),
               ": input 'loss_mask' must be floating-point ", tokens, " like the tokens, got ",
               loss_mask.scalar_type(), " ", loss_mask.sizes());
+  if (fused_cross_entropy_) {
+    return varuna::kernels::LmHeadCrossEntropy(hidden.flatten(0, 1), lm_head_weight_,
+                                               labels.flatten(), loss_mask.flatten());
+  }
+  const torch::Tensor logits = at::linear(hidden, lm_head_weight_);
   // Per-token cross entropy in float32 (float64 for float64 models), then the masked mean.
   // log_softmax reads the half-precision logits itself (on CUDA, fp16 ones without an fp32
   // copy of the [tokens, V] logits, and their gradient comes back in fp16).

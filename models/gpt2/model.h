@@ -49,6 +49,10 @@ struct Gpt2ExecutionOptions {
   // Causal attention: the fused causal softmax between two GEMMs (Megatron's path, and the
   // reference on the CPU) or LibTorch's scaled_dot_product_attention (flash/cuDNN/efficient).
   varuna::kernels::AttentionBackend attention = varuna::kernels::AttentionBackend::kFusedSoftmax;
+  // The last stage's LM head and loss: false, at::linear then log_softmax and nll_loss over
+  // the whole [tokens, V] logits; true, varuna::kernels::LmHeadCrossEntropy, which holds only a
+  // chunk of the logits at a time (Megatron's --cross-entropy-loss-fusion). The same loss.
+  bool fused_cross_entropy = false;
 };
 
 // OK if `range` is a non-empty range of segments of a model with `config` (which must be
@@ -115,6 +119,7 @@ class Gpt2Stage : public varuna::StageModule {
   std::vector<std::shared_ptr<TransformerLayer>> layers_;  // layers_[i] = layer first + i
   std::shared_ptr<LayerNormParams> ln_f_;
   torch::Tensor lm_head_weight_;
+  bool fused_cross_entropy_ = false;
 };
 
 // A StageBuilder (varuna/stage_module.h) that builds Gpt2Stage(config, range, seed, execution)

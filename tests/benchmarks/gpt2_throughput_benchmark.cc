@@ -99,6 +99,7 @@ struct Flags {
   int profile_steps = 3;
   double peak_tflops = 0;
   bool deterministic = false;
+  bool cross_entropy_loss_fusion = false;
 };
 
 // Registers the flags on `parser`; parsing writes them into `f`, which must outlive it.
@@ -128,6 +129,9 @@ void Register(varuna::FlagParser& parser, Flags& f) {
              "also run under pretrain_gpt2's --deterministic and report its tokens/s as a ratio "
              "of the default run's");
   parser.AddAlias("deterministic-mode", "deterministic");
+  parser.Add("cross-entropy-loss-fusion", &f.cross_entropy_loss_fusion,
+             "pretrain_gpt2's --cross-entropy-loss-fusion: the LM head and loss a chunk of "
+             "tokens at a time");
   for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
     parser.SetMinimum(name, 1);
   }
@@ -154,6 +158,7 @@ struct Options {
   int profile_steps = 0;
   double peak_tflops = 0;
   bool deterministic = false;
+  bool cross_entropy_loss_fusion = false;
   gpt2::Gpt2Config model;
 };
 
@@ -207,6 +212,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.attention_backend = f.attention_backend;
   o.profile_ops = f.profile_ops;
   o.deterministic = f.deterministic;
+  o.cross_entropy_loss_fusion = f.cross_entropy_loss_fusion;
   o.model.vocab_size = f.vocab_size;
   if (f.seq_length > 0) {
     o.model.seq_length = f.seq_length;
@@ -412,6 +418,7 @@ absl::StatusOr<double> Benchmark(const Options& o, bool deterministic) {
   options.model = o.model;
   options.engine = o.engine;
   options.attention_backend = o.attention_backend;
+  options.fused_cross_entropy = o.cross_entropy_loss_fusion;
   options.deterministic = deterministic;
   options.seed = static_cast<uint64_t>(o.seed);
   options.adam.lr = o.lr;

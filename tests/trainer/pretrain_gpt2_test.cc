@@ -21,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::Losses;
+using ::testing::Not;
 using testing::Plus;
 using testing::Result;
 
@@ -79,6 +80,27 @@ TEST_F(PretrainGpt2Test, HalfPrecisionTracksFp32) {
       varuna::json::Find(fp16.metrics[fp16.metrics.size() - 2], "skipped");  // Step 40.
   ASSERT_NE(skipped, nullptr);
   EXPECT_EQ(skipped->get<int64_t>(), 0) << Describe(fp16);
+}
+
+// --cross-entropy-loss-fusion: the chunked LM head + loss trains the same model as the unfused
+// path (without dropout the losses agree to float rounding).
+TEST_F(PretrainGpt2Test, FusedCrossEntropyTrainsAsTheUnfusedLoss) {
+  const auto common =
+      Plus(TinyModel(), {"--train-iters=15", "--hidden-dropout=0", "--attention-dropout=0"});
+  Result unfused = Run(common, "unfused");
+  Result fused = Run(Plus(common, {"--cross-entropy-loss-fusion"}), "fused");
+  for (const Result* r : {&unfused, &fused}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
+  EXPECT_THAT(fused.exit.output, HasSubstr("> cross entropy: fused with the LM head"));
+  EXPECT_THAT(unfused.exit.output, Not(HasSubstr("> cross entropy:")));
+  const std::map<int64_t, std::string> a = Losses(unfused);
+  const std::map<int64_t, std::string> b = Losses(fused);
+  ASSERT_EQ(a.size(), 15u);
+  ASSERT_EQ(b.size(), 15u);
+  for (const auto& [iteration, loss] : a) {
+    EXPECT_NEAR(std::stod(b.at(iteration)), std::stod(loss), 1e-5 * std::stod(loss))
+        << "iteration " << iteration;
+  }
+  EXPECT_LT(std::stod(b.at(15)), std::stod(b.at(1)) - 0.3);
 }
 
 // --attention-backend: LibTorch's scaled_dot_product_attention computes the same model as the

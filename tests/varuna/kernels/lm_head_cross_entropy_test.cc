@@ -1,0 +1,167 @@
+// LmHeadCrossEntropy against the unfused composition in float64 (linear, log_softmax, nll_loss,
+// masked mean; its gradients by autograd): the loss and both gradients in every dtype, with
+// chunks that divide the tokens and chunks that do not; the upstream gradient scales them; no
+// gradient work without grad mode; evaluation; misuse named.
+#include "varuna/kernels/lm_head_cross_entropy.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <functional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "tests/varuna/kernels/kernel_test_util.h"
+
+namespace varuna::kernels {
+namespace {
+
+using testing::AllClose;
+using testing::KernelTest;
+using testing::Magnitude;
+using testing::RandomTensor;
+using testing::ToleranceFor;
+
+constexpr int64_t kTokens = 37;
+constexpr int64_t kHidden = 24;
+constexpr int64_t kVocab = 53;
+
+struct Case {
+  at::Tensor hidden;  // float64 CPU
+  at::Tensor weight;
+  at::Tensor labels;
+  at::Tensor mask;
+};
+
+Case MakeCase(uint64_t seed) {
+  Case c;
+  c.hidden = RandomTensor({kTokens, kHidden}, seed);
+  c.weight = RandomTensor({kVocab, kHidden}, seed + 1, 0.3);
+  c.labels = at::randint(0, kVocab, {kTokens}, at::make_generator<at::CPUGeneratorImpl>(seed + 2),
+                         at::kLong);
+  // Zeros and fractional weights: the mean is weighted, not a count.
+  c.mask = (RandomTensor({kTokens}, seed + 3) > -0.3).to(at::kDouble) * 0.5 +
+           (RandomTensor({kTokens}, seed + 4) > 0.5).to(at::kDouble);
+  return c;
+}
+
+struct Expected {
+  at::Tensor loss;
+  at::Tensor grad_hidden;
+  at::Tensor grad_weight;
+};
+
+// The unfused composition in float64, differentiated by autograd with upstream gradient g.
+Expected Reference(const Case& c, double g) {
+  const at::Tensor x = c.hidden.clone().requires_grad_(true);
+  const at::Tensor w = c.weight.clone().requires_grad_(true);
+  const at::Tensor log_probs = at::log_softmax(at::linear(x, w), -1);
+  const at::Tensor losses = at::nll_loss(log_probs, c.labels, {}, at::Reduction::None);
+  const at::Tensor loss = (losses * c.mask).sum() / c.mask.sum();
+  (loss * g).backward();
+  return {loss.detach(), x.grad(), w.grad()};
+}
+
+class LmHeadCrossEntropyTest : public KernelTest {};
+
+TEST_F(LmHeadCrossEntropyTest, LossAndGradientsMatchTheUnfusedComposition) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const Case c = MakeCase(11);
+  const double upstream = 0.75;
+  const Expected expected = Reference(c, upstream);
+  for (at::ScalarType dtype : {at::kDouble, at::kFloat, at::kHalf, at::kBFloat16}) {
+    // 5 does not divide 37; 37 and 0 (automatic) are one chunk; 1 is a chunk per token.
+    for (int64_t chunk : {5, 1, 37, 0}) {
+      const std::string what =
+          std::string(c10::toString(dtype)) + " chunk " + std::to_string(chunk);
+      // Copies: to() of the same dtype and device would return the case's own tensors.
+      const at::Tensor x = c.hidden.to(device, dtype, false, /*copy=*/true).requires_grad_(true);
+      const at::Tensor w = c.weight.to(device, dtype, false, /*copy=*/true).requires_grad_(true);
+      const at::Tensor loss =
+          LmHeadCrossEntropy(x, w, c.labels.to(device), c.mask.to(device, at::kFloat), chunk);
+      EXPECT_EQ(loss.dim(), 0) << what;
+      EXPECT_EQ(loss.scalar_type(), dtype == at::kDouble ? at::kDouble : at::kFloat) << what;
+      (loss * upstream).backward();
+      // Half-precision logits round z itself (as the unfused path in that dtype would).
+      const double slack = dtype == at::kDouble || dtype == at::kFloat ? 1.0 : 4.0;
+      auto tolerance = [&](const at::Tensor& t) {
+        testing::Tolerance tol = ToleranceFor(dtype, Magnitude(t));
+        tol.rtol *= slack;
+        tol.atol *= slack;
+        return tol;
+      };
+      EXPECT_TRUE(AllClose(loss, expected.loss, tolerance(expected.loss), what + " loss"));
+      ASSERT_TRUE(x.grad().defined() && w.grad().defined()) << what;
+      EXPECT_EQ(x.grad().scalar_type(), dtype) << what;
+      EXPECT_EQ(w.grad().scalar_type(), dtype) << what;
+      EXPECT_TRUE(AllClose(x.grad(), expected.grad_hidden, tolerance(expected.grad_hidden),
+                           what + " grad hidden"));
+      EXPECT_TRUE(AllClose(w.grad(), expected.grad_weight, tolerance(expected.grad_weight),
+                           what + " grad weight"));
+    }
+  }
+}
+
+TEST_F(LmHeadCrossEntropyTest, WithoutGradModeOnlyTheLossIsComputed) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const Case c = MakeCase(21);
+  const Expected expected = Reference(c, 1.0);
+  const at::Tensor x = c.hidden.to(device, at::kFloat).requires_grad_(true);
+  const at::Tensor w = c.weight.to(device, at::kFloat).requires_grad_(true);
+  at::Tensor loss;
+  {
+    const at::NoGradGuard no_grad;  // evaluation, and Varuna's graph-free forwards
+    loss = LmHeadCrossEntropy(x, w, c.labels.to(device), c.mask.to(device), 8);
+  }
+  EXPECT_FALSE(loss.requires_grad());
+  EXPECT_TRUE(AllClose(loss, expected.loss, ToleranceFor(at::kFloat), "no-grad loss"));
+  // Inputs that do not require grad: the same, and nothing to differentiate.
+  const at::Tensor plain =
+      LmHeadCrossEntropy(x.detach(), w.detach(), c.labels.to(device), c.mask.to(device), 8);
+  EXPECT_FALSE(plain.requires_grad());
+  EXPECT_TRUE(at::equal(plain, loss));
+}
+
+TEST_F(LmHeadCrossEntropyTest, OnlyTheWeightRequiringGradGetsOne) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const Case c = MakeCase(31);
+  const Expected expected = Reference(c, 1.0);
+  const at::Tensor x = c.hidden.to(device, at::kFloat);
+  const at::Tensor w = c.weight.to(device, at::kFloat).requires_grad_(true);
+  LmHeadCrossEntropy(x, w, c.labels.to(device), c.mask.to(device), 0).backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_TRUE(AllClose(w.grad(), expected.grad_weight,
+                       ToleranceFor(at::kFloat, Magnitude(expected.grad_weight)), "grad weight"));
+}
+
+TEST_F(LmHeadCrossEntropyTest, MisuseIsNamed) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const Case c = MakeCase(41);
+  const at::Tensor x = c.hidden.to(device, at::kFloat);
+  const at::Tensor w = c.weight.to(device, at::kFloat);
+  const at::Tensor y = c.labels.to(device);
+  const at::Tensor m = c.mask.to(device);
+  auto message = [](const std::function<void()>& call) -> std::string {
+    try {
+      call();
+    } catch (const c10::Error& e) {
+      return e.what_without_backtrace();
+    }
+    return "(no error)";
+  };
+  EXPECT_THAT(message([&] { LmHeadCrossEntropy(x.unsqueeze(0), w, y, m); }),
+              ::testing::HasSubstr("LmHeadCrossEntropy: hidden must be [tokens, hidden]"));
+  EXPECT_THAT(message([&] { LmHeadCrossEntropy(x, w.t(), y, m); }),
+              ::testing::HasSubstr("weight must be [vocab, 24]"));
+  EXPECT_THAT(message([&] { LmHeadCrossEntropy(x, w.to(at::kDouble), y, m); }),
+              ::testing::HasSubstr("weight is Double but hidden is Float"));
+  EXPECT_THAT(message([&] { LmHeadCrossEntropy(x, w, y.to(at::kInt), m); }),
+              ::testing::HasSubstr("labels must be int64 [37]"));
+  EXPECT_THAT(message([&] { LmHeadCrossEntropy(x, w, y, m.narrow(0, 0, 3)); }),
+              ::testing::HasSubstr("loss_mask must be floating-point [37]"));
+  EXPECT_THAT(message([&] { LmHeadCrossEntropy(x, w, y, m.to(at::kLong)); }),
+              ::testing::HasSubstr("loss_mask must be floating-point [37]"));
+}
+
+}  // namespace
+}  // namespace varuna::kernels

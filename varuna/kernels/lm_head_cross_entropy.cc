@@ -1,0 +1,126 @@
+#include "varuna/kernels/lm_head_cross_entropy.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+
+#include "varuna/kernels/argument_checks.h"
+
+namespace varuna::kernels {
+namespace {
+
+constexpr char kOp[] = "LmHeadCrossEntropy";
+constexpr int64_t kLogitsPerChunk = int64_t{1} << 25;
+
+void CheckInputs(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                 const at::Tensor& loss_mask) {
+  CheckDefined(hidden, kOp, "hidden");
+  CheckDefined(weight, kOp, "weight");
+  CheckDefined(labels, kOp, "labels");
+  CheckDefined(loss_mask, kOp, "loss_mask");
+  CheckFloatingType(hidden, kOp, "hidden");
+  TORCH_CHECK(hidden.dim() == 2, kOp, ": hidden must be [tokens, hidden], got ", hidden.sizes(),
+              "; flatten the batch and sequence dims");
+  TORCH_CHECK(weight.dim() == 2 && weight.size(1) == hidden.size(1), kOp,
+              ": weight must be [vocab, ", hidden.size(1), "], got ", weight.sizes());
+  TORCH_CHECK(weight.scalar_type() == hidden.scalar_type(), kOp, ": weight is ",
+              weight.scalar_type(), " but hidden is ", hidden.scalar_type(),
+              "; give both in the model's dtype");
+  TORCH_CHECK(
+      labels.dim() == 1 && labels.size(0) == hidden.size(0) && labels.scalar_type() == at::kLong,
+      kOp, ": labels must be int64 [", hidden.size(0), "], got ", labels.scalar_type(), " ",
+      labels.sizes());
+  TORCH_CHECK(loss_mask.dim() == 1 && loss_mask.size(0) == hidden.size(0) &&
+                  at::isFloatingType(loss_mask.scalar_type()),
+              kOp, ": loss_mask must be floating-point [", hidden.size(0), "], got ",
+              loss_mask.scalar_type(), " ", loss_mask.sizes());
+  CheckSameDevice(weight, hidden, kOp, "weight", "hidden");
+  CheckSameDevice(labels, hidden, kOp, "labels", "hidden");
+  CheckSameDevice(loss_mask, hidden, kOp, "loss_mask", "hidden");
+}
+
+struct Outputs {
+  at::Tensor loss;         // 0-dim, compute type
+  at::Tensor grad_hidden;  // [N, h] in hidden's dtype; undefined without grad
+  at::Tensor grad_weight;  // [V, h] in weight's dtype; undefined without grad
+};
+
+// The loss, and with `with_grad` the gradients for an upstream gradient of 1, chunk by chunk.
+Outputs Compute(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                const at::Tensor& loss_mask, int64_t chunk_tokens, bool with_grad) {
+  const at::ScalarType acc = ComputeType(hidden.scalar_type());
+  const int64_t n = hidden.size(0);
+  const int64_t vocab = weight.size(0);
+  if (chunk_tokens <= 0) chunk_tokens = std::max<int64_t>(1, kLogitsPerChunk / vocab);
+  const at::Tensor mask = loss_mask.to(acc);
+  // Each token's weight in the mean: m_n / M (no host read of M: the step stays asynchronous).
+  const at::Tensor scale = mask / mask.sum();
+  Outputs out;
+  at::Tensor loss = at::zeros({}, hidden.options().dtype(acc));
+  at::Tensor grad_weight_acc;
+  if (with_grad) {
+    out.grad_hidden = at::empty_like(hidden, at::MemoryFormat::Contiguous);
+    grad_weight_acc = at::zeros(weight.sizes(), weight.options().dtype(acc));
+  }
+  for (int64_t start = 0; start < n; start += chunk_tokens) {
+    const int64_t rows = std::min(chunk_tokens, n - start);
+    const at::Tensor x = hidden.narrow(0, start, rows);
+    const at::Tensor y = labels.narrow(0, start, rows).unsqueeze(1);
+    const at::Tensor w = scale.narrow(0, start, rows);
+    // z = x W^T in the model's dtype (as at::linear), then the softmax in the compute type.
+    const at::Tensor logits = at::matmul(x, weight.t()).to(acc);
+    const at::Tensor lse = at::logsumexp(logits, /*dim=*/1);
+    const at::Tensor picked = logits.gather(1, y).squeeze(1);
+    loss.add_(((lse - picked) * w).sum());
+    if (!with_grad) continue;
+    // dz = (softmax(z) - onehot(y)) m / M, in place of the logits.
+    at::Tensor dz = logits;
+    dz.sub_(lse.unsqueeze(1)).exp_();
+    // One label per row: a plain scatter of p_y - 1 (no accumulation, so deterministic).
+    dz.scatter_(1, y, dz.gather(1, y).sub_(1));
+    dz.mul_(w.unsqueeze(1));
+    const at::Tensor dz_model = dz.to(hidden.scalar_type());
+    out.grad_hidden.narrow(0, start, rows).copy_(at::matmul(dz_model, weight));
+    grad_weight_acc.add_(at::matmul(dz_model.t(), x));
+  }
+  out.loss = loss;
+  if (with_grad) out.grad_weight = grad_weight_acc.to(weight.scalar_type());
+  return out;
+}
+
+struct LmHeadCrossEntropyFunction : torch::autograd::Function<LmHeadCrossEntropyFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden,
+                            const at::Tensor& weight, const at::Tensor& labels,
+                            const at::Tensor& loss_mask, int64_t chunk_tokens) {
+    Outputs out = Compute(hidden, weight, labels, loss_mask, chunk_tokens, /*with_grad=*/true);
+    ctx->save_for_backward({out.grad_hidden, out.grad_weight});
+    return out.loss;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& upstream = grad_outputs[0];
+    // The upstream gradient of a scalar, in the dtype of each gradient.
+    at::Tensor grad_hidden = saved[0] * upstream.to(saved[0].scalar_type());
+    at::Tensor grad_weight = saved[1] * upstream.to(saved[1].scalar_type());
+    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor LmHeadCrossEntropy(const at::Tensor& hidden, const at::Tensor& weight,
+                              const at::Tensor& labels, const at::Tensor& loss_mask,
+                              int64_t chunk_tokens) {
+  CheckInputs(hidden, weight, labels, loss_mask);
+  const bool with_grad =
+      at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
+  if (!with_grad) {
+    return Compute(hidden, weight, labels, loss_mask, chunk_tokens, /*with_grad=*/false).loss;
+  }
+  return LmHeadCrossEntropyFunction::apply(hidden, weight, labels, loss_mask, chunk_tokens);
+}
+
+}  // namespace varuna::kernels

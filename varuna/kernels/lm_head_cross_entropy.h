@@ -1,0 +1,51 @@
+// The LM head and the masked mean cross entropy in one op, without the [tokens, V] logits
+// (llm.c's fused classifier, Megatron's fused cross entropy, Liger's fused linear cross
+// entropy): the logits exist only chunk_tokens rows at a time.
+//
+// Math. hidden x [N, h], weight W [V, h], labels y [N] in [0, V), loss_mask m [N] (>= 0, with
+// M = sum m > 0):
+//   z_n = W x_n                      (the logits, in the inputs' dtype, as at::linear gives them)
+//   lse_n = log sum_v exp z_nv,  l_n = lse_n - z_n,y_n          (fp32; fp64 for fp64 inputs)
+//   loss = sum_n m_n l_n / M
+// Gradient of the loss:
+//   dz_n = (softmax(z_n) - onehot(y_n)) m_n / M   (rounded to the inputs' dtype, as the unfused
+//                                                   path's logits gradient is)
+//   dx_n = dz_n W,   dW = sum_n dz_n^T x_n          (each scaled by the upstream gradient)
+//
+// When the result will be differentiated (grad mode on and x or W requiring grad), the forward
+// computes dx and dW along with the loss, chunk by chunk, while each chunk's logits exist, so no
+// logits are recomputed; the backward only scales them by the upstream gradient. dW is summed
+// over the chunks in fp32. Without grad (evaluation, Varuna's graph-free forwards), only the loss.
+//
+// Memory: chunk_tokens x V logits, the same again in fp32 for the softmax, plus (with grad) dx
+// [N, h] and an fp32 dW [V, h]. chunk_tokens <= 0 picks about 2^25 logit elements per chunk
+// (667 tokens for GPT-2's 50,304).
+//
+// dtypes: x and W float32, float16, bfloat16 or float64, the same; labels int64; loss_mask
+// floating. Devices: any (ATen ops on the device of x; GEMMs by LibTorch). Deterministic where
+// LibTorch's GEMMs are (the chunks are summed in a fixed order).
+//
+// Misuse throws c10::Error naming the op and the argument: undefined tensors, shapes that do not
+// match the above, dtypes not listed, tensors on different devices. Nothing is read back to the
+// host: a label outside [0, V) fails in ATen's gather (an error on the CPU, a device-side assert
+// on CUDA), and M == 0 gives NaN, as the unfused masked mean does.
+//
+// Thread safety: no state; concurrent calls on distinct tensors are safe.
+#ifndef VARUNA_KERNELS_LM_HEAD_CROSS_ENTROPY_H_
+#define VARUNA_KERNELS_LM_HEAD_CROSS_ENTROPY_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace varuna::kernels {
+
+// The loss above as a 0-dim tensor of the arithmetic type (fp32, or fp64 for fp64 inputs),
+// differentiable in hidden and weight.
+at::Tensor LmHeadCrossEntropy(const at::Tensor& hidden, const at::Tensor& weight,
+                              const at::Tensor& labels, const at::Tensor& loss_mask,
+                              int64_t chunk_tokens = 0);
+
+}  // namespace varuna::kernels
+
+#endif  // VARUNA_KERNELS_LM_HEAD_CROSS_ENTROPY_H_
