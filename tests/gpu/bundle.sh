@@ -11,8 +11,9 @@
 #   env.sh     `source env.sh` points LD_LIBRARY_PATH at lib/ and at the host's PyTorch 2.11
 #              install (torch/lib and nvidia/*/lib), so any binary in bin/ runs
 #   run.sh     runs every bundled test (tests.txt lists them); exits non-zero if any fails
-#   session.sh the milestone's GPU checks in phases of under 10 minutes (tests, kernels,
-#              train PRESET, throughput PRESET); see tests/gpu/session.sh
+#   session.sh every GPU check, in phases meant for under 9 minutes each (tests, parity,
+#              determinism, kernels, training, planning, throughput [PRESET]; all; report: one
+#              PASS/FAIL/SKIP line per check); see tests/gpu/session.sh
 #
 #   tests/gpu/bundle.sh [out_dir]              (default: gpu_bundle; git-ignored)
 #   bazel run //tests/gpu:bundle -- [out_dir]  (the same; out_dir relative to where you ran it)
