@@ -37,7 +37,12 @@
 #include "varuna/kernels/causal_softmax.h"
 #include "varuna/kernels/fused_adam.h"
 #include "varuna/kernels/layer_norm.h"
+#include "varuna/kernels/lm_head_cross_entropy.h"
 #include "varuna/kernels/multi_tensor.h"
+
+#ifdef VARUNA_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace {
 
@@ -389,6 +394,67 @@ class Benchmark {
   at::ScalarType dtype_;
 };
 
+// Peak bytes LibTorch's CUDA allocator held since the last ResetPeakMemory (0 on the CPU).
+double PeakMemoryBytes(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return static_cast<double>(stats.allocated_bytes[aggregate].peak);
+  }
+#endif
+  return 0;
+}
+
+void ResetPeakMemory(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+}
+
+// Prints the two rows of the LM head + loss table for [tokens, hidden] x vocab, after checking
+// that both paths give the same loss; an error if they do not.
+absl::Status LmHeadLoss(const c10::Device& device, at::ScalarType dtype, int64_t tokens,
+                        int64_t hidden, int64_t vocab, int iterations) {
+  const at::AutoGradMode grad_mode(true);
+  const at::TensorOptions options = at::TensorOptions().device(device);
+  const at::Tensor x = at::randn({tokens, hidden}, options).to(dtype).requires_grad_(true);
+  const at::Tensor w = (at::randn({vocab, hidden}, options) * 0.02).to(dtype).requires_grad_(true);
+  const at::Tensor labels = at::randint(vocab, {tokens}, options.dtype(at::kLong));
+  const at::Tensor mask = (at::rand({tokens}, options) > 0.1).to(at::kFloat);
+  auto unfused = [&] {
+    const at::Tensor log_probs = at::log_softmax(at::linear(x, w), -1, at::kFloat);
+    const at::Tensor losses = at::nll_loss(log_probs, labels, {}, at::Reduction::None);
+    return (losses * mask).sum() / mask.sum();
+  };
+  auto fused = [&] { return varuna::kernels::LmHeadCrossEntropy(x, w, labels, mask); };
+  const double a = unfused().item<double>();
+  const double b = fused().item<double>();
+  if (!(std::abs(a - b) <= 1e-3 * std::abs(a))) {
+    return absl::InternalError(absl::StrFormat(
+        "LmHeadCrossEntropy gives loss %g where the unfused composition gives %g", b, a));
+  }
+  const std::string shape = absl::StrFormat("[%d, %d] x %d", tokens, hidden, vocab);
+  for (const auto& [name, loss] :
+       {std::pair<const char*, std::function<at::Tensor()>>{"unfused", unfused},
+        {"LmHeadCrossEntropy", fused}}) {
+    auto step = [&, loss = loss] {
+      x.mutable_grad() = at::Tensor();
+      w.mutable_grad() = at::Tensor();
+      loss().backward();
+    };
+    step();
+    Synchronize(device);
+    ResetPeakMemory(device);
+    const double held = PeakMemoryBytes(device);  // the peak restarts at what is allocated now
+    const double ms = TimeMs(device, iterations, step);
+    const double added = PeakMemoryBytes(device) - held;
+    std::printf("| %s | %s | %.3f | %s |\n", shape.c_str(), name, ms,
+                device.is_cuda() ? absl::StrFormat("%.2f", added / 1e9).c_str() : "-");
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   Options options;
   varuna::FlagParser parser;
@@ -456,6 +522,23 @@ int Main(int argc, char** argv) {
       std::printf("| [%d, %d, %d, 64] | %s | %.3f |\n", static_cast<int>(batch),
                   static_cast<int>(options.quick ? 2 : heads), static_cast<int>(seq),
                   varuna::kernels::AttentionBackendName(timing.backend), timing.milliseconds);
+    }
+  }
+  // The LM head and the loss (--cross-entropy-loss-fusion) against the unfused at::linear +
+  // log_softmax + nll_loss, forward + backward, at GPT-2's vocabulary and one micro-batch of 8 x
+  // 1024 tokens of gpt2-355m (h 1024) and gpt2-1.5b (h 1600); the peak memory each adds on CUDA.
+  std::printf(
+      "\n| lm head + cross entropy [tokens, hidden] x vocab | path | forward + backward ms | "
+      "peak GB added |\n|---|---|---|---|\n");
+  for (int64_t h : {int64_t{1024}, int64_t{1600}}) {
+    const int64_t tokens = options.quick ? 256 : 8 * 1024;
+    const int64_t hidden = options.quick ? h / 16 : h;
+    const int64_t vocab = options.quick ? 1024 : 50304;
+    const absl::Status status =
+        LmHeadLoss(device, dtypes.at(options.dtype), tokens, hidden, vocab, options.iterations);
+    if (!status.ok()) {
+      std::fprintf(stderr, "kernel_benchmark: %s\n", std::string(status.message()).c_str());
+      return 1;
     }
   }
   return 0;
