@@ -7,6 +7,13 @@
 
 #include "varuna/kernels/argument_checks.h"
 
+#ifdef VARUNA_WITH_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+
+#include "varuna/kernels/cuda/softmax_cross_entropy.h"
+#include "varuna/kernels/cuda_launch.h"
+#endif
+
 namespace varuna::kernels {
 namespace {
 
@@ -40,6 +47,61 @@ void CheckInputs(const at::Tensor& hidden, const at::Tensor& weight, const at::T
   CheckSameDevice(loss_mask, hidden, kOp, "loss_mask", "hidden");
 }
 
+struct ChunkResult {
+  at::Tensor loss;         // 0-dim, compute type: sum over the chunk's rows of m_n / M * l_n
+  at::Tensor grad_logits;  // [rows, V] in the model's dtype: dz; undefined without grad
+};
+
+// One chunk with ATen ops: z = x W^T in the model's dtype (as at::linear), the softmax in the
+// compute type. `scale` holds m_n / M for the chunk's rows.
+ChunkResult ReferenceChunk(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& labels,
+                           const at::Tensor& scale, bool with_grad) {
+  const at::ScalarType acc = ComputeType(x.scalar_type());
+  const at::Tensor y = labels.unsqueeze(1);
+  const at::Tensor logits = at::matmul(x, weight.t()).to(acc);
+  const at::Tensor lse = at::logsumexp(logits, /*dim=*/1);
+  const at::Tensor picked = logits.gather(1, y).squeeze(1);
+  ChunkResult result{((lse - picked) * scale).sum(), at::Tensor()};
+  if (!with_grad) return result;
+  // dz = (softmax(z) - onehot(y)) m / M, in place of the logits.
+  at::Tensor dz = logits;
+  dz.sub_(lse.unsqueeze(1)).exp_();
+  // One label per row: a plain scatter of p_y - 1 (no accumulation, so deterministic).
+  dz.scatter_(1, y, dz.gather(1, y).sub_(1));
+  dz.mul_(scale.unsqueeze(1));
+  result.grad_logits = dz.to(x.scalar_type());
+  return result;
+}
+
+#ifdef VARUNA_WITH_CUDA_KERNELS
+// One chunk on the GPU: the logits GEMM, then one kernel for the loss per row and, in place of
+// the logits, their gradient (cuda/softmax_cross_entropy.h).
+ChunkResult KernelChunk(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& labels,
+                        const at::Tensor& scale, bool with_grad) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor logits = at::matmul(x, weight.t()).contiguous();
+  const at::Tensor y = labels.contiguous();
+  const at::Tensor w = scale.to(at::kFloat).contiguous();
+  at::Tensor row_losses = at::empty({x.size(0)}, x.options().dtype(at::kFloat));
+  CheckCuda(cuda::LaunchSoftmaxCrossEntropy(
+                logits.data_ptr(), y.data_ptr<int64_t>(), w.data_ptr<float>(),
+                row_losses.data_ptr<float>(), x.size(0), weight.size(0), with_grad,
+                CudaElementType(x.scalar_type(), kOp), CurrentCudaStream(x)),
+            kOp);
+  ChunkResult result{(row_losses * w).sum(), at::Tensor()};
+  if (with_grad) result.grad_logits = logits;
+  return result;
+}
+#endif  // VARUNA_WITH_CUDA_KERNELS
+
+ChunkResult ComputeChunk(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& labels,
+                         const at::Tensor& scale, bool with_grad) {
+#ifdef VARUNA_WITH_CUDA_KERNELS
+  if (TakesCudaKernels(x)) return KernelChunk(x, weight, labels, scale, with_grad);
+#endif
+  return ReferenceChunk(x, weight, labels, scale, with_grad);
+}
+
 struct Outputs {
   at::Tensor loss;         // 0-dim, compute type
   at::Tensor grad_hidden;  // [N, h] in hidden's dtype; undefined without grad
@@ -66,23 +128,12 @@ Outputs Compute(const at::Tensor& hidden, const at::Tensor& weight, const at::Te
   for (int64_t start = 0; start < n; start += chunk_tokens) {
     const int64_t rows = std::min(chunk_tokens, n - start);
     const at::Tensor x = hidden.narrow(0, start, rows);
-    const at::Tensor y = labels.narrow(0, start, rows).unsqueeze(1);
-    const at::Tensor w = scale.narrow(0, start, rows);
-    // z = x W^T in the model's dtype (as at::linear), then the softmax in the compute type.
-    const at::Tensor logits = at::matmul(x, weight.t()).to(acc);
-    const at::Tensor lse = at::logsumexp(logits, /*dim=*/1);
-    const at::Tensor picked = logits.gather(1, y).squeeze(1);
-    loss.add_(((lse - picked) * w).sum());
+    const ChunkResult chunk = ComputeChunk(x, weight, labels.narrow(0, start, rows),
+                                           scale.narrow(0, start, rows), with_grad);
+    loss.add_(chunk.loss);
     if (!with_grad) continue;
-    // dz = (softmax(z) - onehot(y)) m / M, in place of the logits.
-    at::Tensor dz = logits;
-    dz.sub_(lse.unsqueeze(1)).exp_();
-    // One label per row: a plain scatter of p_y - 1 (no accumulation, so deterministic).
-    dz.scatter_(1, y, dz.gather(1, y).sub_(1));
-    dz.mul_(w.unsqueeze(1));
-    const at::Tensor dz_model = dz.to(hidden.scalar_type());
-    out.grad_hidden.narrow(0, start, rows).copy_(at::matmul(dz_model, weight));
-    grad_weight_acc.add_(at::matmul(dz_model.t(), x));
+    out.grad_hidden.narrow(0, start, rows).copy_(at::matmul(chunk.grad_logits, weight));
+    grad_weight_acc.add_(at::matmul(chunk.grad_logits.t(), x));
   }
   out.loss = loss;
   if (with_grad) out.grad_weight = grad_weight_acc.to(weight.scalar_type());

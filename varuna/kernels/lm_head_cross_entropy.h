@@ -22,13 +22,18 @@
 // (667 tokens for GPT-2's 50,304).
 //
 // dtypes: x and W float32, float16, bfloat16 or float64, the same; labels int64; loss_mask
-// floating. Devices: any (ATen ops on the device of x; GEMMs by LibTorch). Deterministic where
-// LibTorch's GEMMs are (the chunks are summed in a fixed order).
+// floating. Devices: the CPU (and float64 on CUDA) takes the reference path, ATen ops per chunk
+// (the logits to fp32, logsumexp, the softmax gradient). Under --config=cuda, float32/float16/
+// bfloat16 CUDA tensors take the logits GEMM and then one kernel per chunk
+// (cuda/softmax_cross_entropy.h) that writes each row's loss and, in place of the logits, their
+// gradient: no fp32 copy of the chunk. GEMMs by LibTorch. Deterministic where LibTorch's GEMMs
+// are (fixed reduction trees, the chunks summed in a fixed order).
 //
 // Misuse throws c10::Error naming the op and the argument: undefined tensors, shapes that do not
 // match the above, dtypes not listed, tensors on different devices. Nothing is read back to the
-// host: a label outside [0, V) fails in ATen's gather (an error on the CPU, a device-side assert
-// on CUDA), and M == 0 gives NaN, as the unfused masked mean does.
+// host: a label outside [0, V) fails in ATen's gather on the reference path (an error on the
+// CPU) and makes the loss NaN on the CUDA kernel's; M == 0 gives NaN, as the unfused masked mean
+// does.
 //
 // Thread safety: no state; concurrent calls on distinct tensors are safe.
 #ifndef VARUNA_KERNELS_LM_HEAD_CROSS_ENTROPY_H_
