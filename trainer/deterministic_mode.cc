@@ -40,7 +40,7 @@ absl::StatusOr<std::vector<std::string>> EnterDeterministicMode() {
       "> deterministic: SDPA limited to flash, memory-efficient and math (cuDNN attention has "
       "no deterministic kernel)",
       "> deterministic: varuna's CUDA kernels (layer_norm, bias_gelu, causal_softmax, "
-      "multi_tensor, fused_adam) reduce in a fixed order: no switch needed"};
+      "multi_tensor, fused_adam, softmax_cross_entropy) reduce in a fixed order: no switch needed"};
 }
 
 std::optional<std::string> NondeterministicOperation(std::string_view message) {

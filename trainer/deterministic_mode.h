@@ -25,7 +25,8 @@
 //     SumPartialRowsKernel in row order), bias_gelu (bias grad: the same two stages),
 //   causal_softmax (one row per warp or block, fixed shuffle tree), multi_tensor (squared L2
 //     norm: per-chunk block sums, then one block in chunk order; the inf flag is a store of
-//     1.0f by any block, order-free), fused_adam (elementwise).
+//     1.0f by any block, order-free), fused_adam (elementwise), softmax_cross_entropy (a block
+//     per row, fixed reduction tree; --cross-entropy-loss-fusion).
 //
 // Thread safety: EnterDeterministicMode changes the environment and LibTorch's global context:
 // call it once from main, before other threads start. The other functions are pure.

@@ -84,8 +84,9 @@ absl::StatusOr<int> CudaDeviceOf(int local_rank, const varuna::VarunaOptions& op
   return local_rank % gpus;
 }
 
-}  // namespace
-
+// "pipeline and tied weights over nccl, data parallel over gloo (host-staged); ..." for the
+// log: the backends in effect (of the groups the layout has) and, where local ranks
+// (LOCAL_WORLD_SIZE) outnumber the visible GPUs, how they share them.
 std::string DescribeTransport(const varuna::VarunaOptions& engine) {
   auto name = [&](varuna::comm::Backend backend) -> std::string {
     if (backend == varuna::comm::Backend::kNccl) return "nccl";
@@ -112,6 +113,8 @@ std::string DescribeTransport(const varuna::VarunaOptions& engine) {
   }
   return text;
 }
+
+}  // namespace
 
 absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   varuna::VarunaOptions options;

@@ -46,11 +46,6 @@ absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t 
 // WORLD_SIZE): stage map, rank, batch, device and dtype. The world is not joined yet.
 absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a);
 
-// "pipeline and tied weights over nccl, data parallel over gloo (host-staged); ..." for the
-// log: the backends in effect (of the groups the layout has) and, where local ranks
-// (LOCAL_WORLD_SIZE) outnumber the visible GPUs, how they share them.
-std::string DescribeTransport(const varuna::VarunaOptions& engine);
-
 // InvalidArgument when a flag needs the EOD token (--eod-mask-loss, --reset-position-ids,
 // --reset-attention-mask) and no tokenizer gives it.
 absl::Status CheckEodToken(const TrainerArguments& a, const Vocabulary& vocabulary);

@@ -33,10 +33,6 @@
 #include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 
-#ifdef VARUNA_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -55,6 +51,7 @@
 #include "models/gpt2/config.h"
 #include "models/gpt2/flops.h"
 #include "models/gpt2/model.h"
+#include "tests/benchmarks/device_memory.h"
 #include "tests/benchmarks/op_profile.h"
 #include "trainer/attention_backend.h"
 #include "trainer/deterministic_mode.h"
@@ -233,14 +230,9 @@ void Synchronize(const c10::Device& device) {
 // Peak bytes held by LibTorch's CUDA caching allocator on `device` (as PyTorch's
 // torch.cuda.max_memory_allocated), in GB; nullopt on the CPU.
 std::optional<double> PeakMemoryGb(const c10::Device& device) {
-#ifdef VARUNA_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    return static_cast<double>(stats.allocated_bytes[aggregate].peak) / 1e9;
-  }
-#endif
-  return std::nullopt;
+  const std::optional<double> bytes = varuna::benchmarks::PeakMemoryBytes(device);
+  if (!bytes) return std::nullopt;
+  return *bytes / 1e9;
 }
 
 // --distinct-batches fixed batches of random sequences, on the device. The tokens of batch k

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "tests/benchmarks/device_memory.h"
 #include "trainer/device_name.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/kernels/bias_gelu.h"
@@ -39,10 +40,6 @@
 #include "varuna/kernels/layer_norm.h"
 #include "varuna/kernels/lm_head_cross_entropy.h"
 #include "varuna/kernels/multi_tensor.h"
-
-#ifdef VARUNA_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 namespace {
 
@@ -394,24 +391,6 @@ class Benchmark {
   at::ScalarType dtype_;
 };
 
-// Peak bytes LibTorch's CUDA allocator held since the last ResetPeakMemory (0 on the CPU).
-double PeakMemoryBytes(const c10::Device& device) {
-#ifdef VARUNA_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    return static_cast<double>(stats.allocated_bytes[aggregate].peak);
-  }
-#endif
-  return 0;
-}
-
-void ResetPeakMemory(const c10::Device& device) {
-#ifdef VARUNA_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-#endif
-}
-
 // Prints the two rows of the LM head + loss table for [tokens, hidden] x vocab, after checking
 // that both paths give the same loss; an error if they do not.
 absl::Status LmHeadLoss(const c10::Device& device, at::ScalarType dtype, int64_t tokens,
@@ -445,12 +424,13 @@ absl::Status LmHeadLoss(const c10::Device& device, at::ScalarType dtype, int64_t
     };
     step();
     Synchronize(device);
-    ResetPeakMemory(device);
-    const double held = PeakMemoryBytes(device);  // the peak restarts at what is allocated now
+    varuna::benchmarks::ResetPeakMemory(device);
+    // The peak restarts at what is allocated now.
+    const std::optional<double> held = varuna::benchmarks::PeakMemoryBytes(device);
     const double ms = TimeMs(device, iterations, step);
-    const double added = PeakMemoryBytes(device) - held;
+    const std::optional<double> peak = varuna::benchmarks::PeakMemoryBytes(device);
     std::printf("| %s | %s | %.3f | %s |\n", shape.c_str(), name, ms,
-                device.is_cuda() ? absl::StrFormat("%.2f", added / 1e9).c_str() : "-");
+                peak ? absl::StrFormat("%.2f", (*peak - *held) / 1e9).c_str() : "-");
   }
   return absl::OkStatus();
 }

@@ -32,6 +32,7 @@
 #include "models/gpt2/model.h"
 #include "tests/util/subprocess.h"
 #include "tests/varuna/local_job.h"
+#include "trainer/deterministic_mode.h"
 #include "varuna/comm/world.h"
 #include "varuna/io/safetensors.h"
 #include "varuna/launch/host.h"
@@ -107,12 +108,8 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   options.schedule = *ParseScheduleKind(args.at("schedule"));
   options.dtype = args.at("dtype") == "fp16" ? at::kHalf : at::kFloat;
   if (args.at("device") == "cuda") {
-    if (args.at("deterministic") == "1") {
-      // Before cuBLAS starts: its reductions are then repeatable (see the trainer's
-      // --deterministic).
-      setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
-      at::globalContext().setDeterministicAlgorithms(true, false);
-    }
+    // pretrain_gpt2's --deterministic, before any CUDA work (cuBLAS reads its setting once).
+    if (args.at("deterministic") == "1" && !trainer::EnterDeterministicMode().ok()) return 10;
     options.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % VisibleGpus()));
     at::accelerator::setDeviceIndex(options.device.index());  // as pretrain_gpt2 does
     const comm::Backend backend =
@@ -229,7 +226,7 @@ struct Options {
   std::string stage_segments;  // e.g. "1,1,2"; empty: the even partition
   // gloo or nccl (CUDA only; the CPU is always Gloo).
   std::string transport = "gloo";
-  bool deterministic = false;  // CUDA: LibTorch's deterministic algorithms, cuBLAS's workspace
+  bool deterministic = false;  // CUDA: pretrain_gpt2's --deterministic (EnterDeterministicMode)
 };
 
 struct RunResult {

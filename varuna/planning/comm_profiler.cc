@@ -1,7 +1,6 @@
 #include "varuna/planning/comm_profiler.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "varuna/planning/device_timer.h"
+#include "varuna/planning/timing_summary.h"
 
 namespace varuna {
 namespace {
@@ -69,12 +70,6 @@ absl::StatusOr<c10::Device> CheckOptions(const comm::World& world,
 }
 
 // Blocks until the work queued on `device` is done (CUDA collectives return when queued).
-void WaitForDevice(const c10::Device& device) {
-  if (device.is_cuda()) {
-    c10::impl::getDeviceGuardImpl(device.type())->synchronizeDevice(device.index());
-  }
-}
-
 // One round of the bounce between group ranks `sender` and `sender + 1`; the caller is one
 // of the two.
 absl::Status Bounce(comm::ProcessGroup& group, at::Tensor& message, int sender) {
@@ -112,20 +107,14 @@ absl::StatusOr<double> TimeAllReduce(comm::ProcessGroup& ring, int64_t bytes,
   for (int i = 0; i < options.warmup; ++i) {
     if (absl::Status s = ring.AllReduceSum(tensor); !s.ok()) return s;
   }
-  WaitForDevice(device);
+  DeviceTimer(device).Synchronize();
   if (absl::Status s = ring.Barrier(); !s.ok()) return s;
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < options.repeats; ++i) {
     if (absl::Status s = ring.AllReduceSum(tensor); !s.ok()) return s;
   }
-  WaitForDevice(device);
+  DeviceTimer(device).Synchronize();
   return MillisecondsSince(start) / options.repeats;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace
@@ -225,8 +214,10 @@ absl::StatusOr<CommProfile> MeasureCommunication(comm::World& world,
       const bool same_node = r / options.gpus_per_node == (r + 1) / options.gpus_per_node;
       (same_node ? within : across).push_back(values[s * num_pairs + r]);
     }
-    if (!within.empty()) profile.send_within_node.points.emplace_back(sizes[s], Median(within));
-    if (!across.empty()) profile.send_across_nodes.points.emplace_back(sizes[s], Median(across));
+    if (!within.empty())
+      profile.send_within_node.points.emplace_back(sizes[s], Summarize(within).median_ms);
+    if (!across.empty())
+      profile.send_across_nodes.points.emplace_back(sizes[s], Summarize(across).median_ms);
   }
   for (int ring = 2; ring <= n; ++ring) {
     CostCurve& curve = profile.allreduce[ring];

@@ -1,5 +1,7 @@
 #include "varuna/planning/device_timer.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <chrono>
 
 #ifdef VARUNA_WITH_CUDA
@@ -13,9 +15,12 @@
 namespace varuna {
 
 void DeviceTimer::Synchronize() const {
-#ifdef VARUNA_WITH_CUDA
-  if (device_.is_cuda()) c10::cuda::device_synchronize();
-#endif
+  // The device's own guard implementation (CUDA's, once libtorch_cuda is loaded) waits for every
+  // queued kernel of the device, whatever the stream.
+  if (device_.is_cpu()) return;
+  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device_.type());
+  // "cuda" without an index is the current device.
+  impl->synchronizeDevice(device_.has_index() ? device_.index() : impl->getDevice().index());
 }
 
 double DeviceTimer::Time(const std::function<void()>& work) const {
