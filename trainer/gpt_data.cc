@@ -21,7 +21,12 @@ absl::StatusOr<std::unique_ptr<GptData>> GptData::Open(const GptDataOptions& opt
   if (!ranges.ok()) return ranges.status();
 
   const int64_t global_batch = options.batch_size * options.dp_size;
-  const int64_t samples[3] = {options.train_iters * global_batch, options.eval_iters * global_batch,
+  // Megatron (2020) sizes the validation index for every evaluation of the run, each taking
+  // fresh batches, and the test index for one evaluation.
+  const int64_t evaluations =
+      options.eval_interval > 0 ? options.train_iters / options.eval_interval + 1 : 1;
+  const int64_t samples[3] = {options.train_iters * global_batch,
+                              evaluations * options.eval_iters * global_batch,
                               options.eval_iters * global_batch};
   std::unique_ptr<GptData> out(new GptData(options, indexed));
   for (int s = 0; s < 3; ++s) {

@@ -4,7 +4,9 @@
 // The train split yields the batch of the step that starts after `consumed_samples` samples
 // (Megatron's pretraining sampler: global batch = batch_size x data-parallel size, this
 // replica's slice of it). Evaluation uses the first eval_iters batches of the validation
-// (or test) split, the same ones at every evaluation so that values are comparable.
+// (or test) split, the same ones at every evaluation so that values are comparable. The
+// split's sample indices are sized as Megatron sizes them (see GptDataOptions), so the
+// samples themselves are Megatron's.
 //
 // Thread safety: none.
 #ifndef VARUNA_TRAINER_GPT_DATA_H_
@@ -35,7 +37,11 @@ struct GptDataOptions {
   int dp_rank = 0;
   int dp_size = 1;
   int64_t train_iters = 1;
-  int64_t eval_iters = 0;       // Batches per evaluation (0: no validation or test sets).
+  int64_t eval_iters = 0;  // Batches per evaluation (0: no validation or test sets).
+  // Steps between evaluations. With eval_iters, it sizes the validation split's sample index
+  // as Megatron does: (train_iters / eval_interval + 1) x eval_iters global batches, so the
+  // same data gives the same validation samples as Megatron. 0: as if one evaluation.
+  int64_t eval_interval = 0;
   data::GptBatchOptions batch;  // EOD id and the mask / position-id options.
 };
 

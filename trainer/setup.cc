@@ -293,6 +293,7 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
   options.dp_size = engine.stage_map.num_replicas();
   options.train_iters = a.train_iters;
   options.eval_iters = a.eval_interval > 0 ? a.eval_iters : 0;
+  options.eval_interval = a.eval_interval;
   options.batch.eod_token = vocabulary.eod;
   options.batch.eod_mask_loss = a.eod_mask_loss;
   options.batch.reset_position_ids = a.reset_position_ids;
