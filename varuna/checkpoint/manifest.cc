@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -34,6 +35,8 @@ using checkpoint_internal::ParseChecksum;
 using checkpoint_internal::ReadJsonFile;
 
 constexpr char kDirPrefix[] = "varuna_ckpt_";
+// How much of an unparsable tracker file a message quotes.
+constexpr size_t kTrackerQuoteBytes = 40;
 
 // "markers from ranks [0, 2] of 4 are present; missing: [1, 3]" for a checkpoint directory
 // without COMPLETE.
@@ -230,9 +233,11 @@ absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, s
   if (!tracker.ok()) {
     tracker_problem = absl::StrCat(kCheckpointTrackerFile, " is missing");
   } else if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*tracker), &tracked) || tracked < 0) {
-    tracker_problem =
-        absl::StrCat(kCheckpointTrackerFile, " holds \"", absl::StripAsciiWhitespace(*tracker),
-                     "\", not an iteration number");
+    // Escaped and shortened: the file may hold anything (a NUL would end the message early).
+    const absl::string_view held = absl::StripAsciiWhitespace(*tracker);
+    tracker_problem = absl::StrCat(
+        kCheckpointTrackerFile, " holds \"", absl::CHexEscape(held.substr(0, kTrackerQuoteBytes)),
+        held.size() > kTrackerQuoteBytes ? "..." : "", "\", not an iteration number");
     tracked = -1;
   } else if (exclude.count(tracked) > 0) {
     tracker_problem =
@@ -248,7 +253,8 @@ absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, s
   }
 
   std::vector<std::string> rejected;
-  for (int64_t iteration : ListCheckpointIterations(load_dir)) {
+  const std::vector<int64_t> iterations = ListCheckpointIterations(load_dir);
+  for (int64_t iteration : iterations) {
     if (iteration == tracked || exclude.count(iteration) > 0) continue;  // rejected above
     absl::Status s = VerifyCheckpoint(load_dir, iteration);
     if (s.ok()) {
@@ -261,10 +267,16 @@ absl::StatusOr<int64_t> LatestCheckpointIteration(const std::string& load_dir, s
     }
     rejected.push_back(absl::StrCat(CheckpointDirName(iteration), " (", s.message(), ")"));
   }
+  std::string others;
+  if (iterations.empty()) {
+    others = ", and there is no varuna_ckpt_<iteration> directory";
+  } else if (rejected.empty()) {
+    others = ", and no other varuna_ckpt_<iteration> directory is left to try";
+  } else {
+    others = absl::StrCat("; rejected: ", absl::StrJoin(rejected, "; "));
+  }
   return absl::NotFoundError(
-      absl::StrCat("no complete checkpoint in ", load_dir, ": ", tracker_problem,
-                   rejected.empty() ? ", and there is no varuna_ckpt_<iteration> directory"
-                                    : absl::StrCat("; rejected: ", absl::StrJoin(rejected, "; "))));
+      absl::StrCat("no complete checkpoint in ", load_dir, ": ", tracker_problem, others));
 }
 
 }  // namespace varuna

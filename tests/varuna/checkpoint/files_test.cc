@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -215,6 +216,34 @@ TEST_F(CheckpointFilesTest, LatestFallsBackWhenTrackerIsMissingOrGarbage) {
   ASSERT_TRUE(latest.ok());
   EXPECT_EQ(*latest, 20);
   EXPECT_THAT(note, HasSubstr("latest_checkpointed_iteration.txt is missing"));
+}
+
+TEST_F(CheckpointFilesTest, TrackerWithANulByteIsQuotedWhole) {
+  ASSERT_TRUE(WriteCheckpoint(save_dir_, MakeData(3, 1)).ok());
+  WriteText(save_dir_ + "/latest_checkpointed_iteration.txt", std::string("1\0"
+                                                                          "2 and more",
+                                                                          12));
+  std::string note;
+  absl::StatusOr<int64_t> latest = LatestCheckpointIteration(save_dir_, &note);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, 3);
+  EXPECT_THAT(note, HasSubstr("holds \"1\\x00\\x32 and more\", not an iteration number"));
+  EXPECT_EQ(note.find('\0'), std::string::npos);
+
+  WriteText(save_dir_ + "/latest_checkpointed_iteration.txt", std::string(500, 'x'));
+  latest = LatestCheckpointIteration(save_dir_, &note);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_THAT(note, HasSubstr("holds \"" + std::string(40, 'x') + "...\""));
+}
+
+TEST_F(CheckpointFilesTest, EveryCheckpointRejectedIsNotCalledNoDirectory) {
+  ASSERT_TRUE(WriteCheckpoint(save_dir_, MakeData(3, 1)).ok());
+  ASSERT_TRUE(WriteCheckpoint(save_dir_, MakeData(6, 1)).ok());
+  absl::StatusOr<int64_t> latest = LatestCheckpointIteration(save_dir_, nullptr, {3, 6});
+  ASSERT_FALSE(latest.ok());
+  EXPECT_EQ(latest.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Message(latest.status()), HasSubstr("no other varuna_ckpt_<iteration> directory"));
+  EXPECT_THAT(Message(latest.status()), Not(HasSubstr("there is no varuna_ckpt_")));
 }
 
 TEST_F(CheckpointFilesTest, LatestOnMissingOrEmptyDirectoryIsNotFound) {
