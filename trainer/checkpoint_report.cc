@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -361,14 +362,24 @@ CheckpointInspection ReportSaveDir(const std::string& save_dir, const InspectOpt
     return result;
   }
   out += Line("checkpoints", absl::StrCat(iterations.size(),
-                                          ", newest first (sizes checked, as "
-                                          "--load does)"));
+                                          ", newest first (sizes and CRC-32C checked, as "
+                                          "--load does when it reads one)"));
+  // --load picks with the size check, then reads the files and moves on to the next
+  // checkpoint when a CRC-32C does not match (Varuna::load_checkpoint): the listing checks
+  // every file so that it says what --load will do.
+  std::map<int64_t, absl::Status> checked;
+  std::set<int64_t> damaged;
+  for (int64_t iteration : iterations) {
+    checked[iteration] =
+        varuna::VerifyCheckpoint(save_dir, iteration, varuna::CheckpointCheck::kChecksums);
+    if (!checked[iteration].ok()) damaged.insert(iteration);
+  }
   std::string note;
-  absl::StatusOr<int64_t> latest = varuna::LatestCheckpointIteration(save_dir, &note);
+  absl::StatusOr<int64_t> latest = varuna::LatestCheckpointIteration(save_dir, &note, damaged);
   Table table({true, false});
   table.Add({"iteration", "status"});
   for (int64_t iteration : iterations) {
-    absl::Status s = varuna::VerifyCheckpoint(save_dir, iteration, varuna::CheckpointCheck::kSizes);
+    const absl::Status& s = checked[iteration];
     std::string text = s.ok() ? "complete, intact" : absl::StrCat("NOT LOADABLE: ", s.message());
     if (latest.ok() && *latest == iteration) text += "  <- --load resumes here";
     table.Add({absl::StrCat(iteration), text});

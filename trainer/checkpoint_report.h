@@ -4,8 +4,10 @@
 //
 // DIR is either a --save directory or one varuna_ckpt_<n> directory in it.
 //  - For a save directory the report first lists every varuna_ckpt_<n> in it, newest first,
-//    each "complete, intact" or the reason it is not (the size check --load makes), and which
-//    one `--load DIR` would resume from (varuna::LatestCheckpointIteration and its note). The
+//    each "complete, intact" or the reason it is not (every file's size and CRC-32C, which
+//    --load checks as it reads a checkpoint before it falls back to an older one), and which
+//    one `--load DIR` would resume from (varuna::LatestCheckpointIteration without the damaged
+//    ones, and its note). The
 //    full report then follows for --iteration N, else for that one, else (when none is
 //    loadable) for the newest.
 //  - The full report verifies the checkpoint as varuna::ReadCheckpointManifest does with

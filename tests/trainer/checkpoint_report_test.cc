@@ -208,11 +208,32 @@ TEST_F(CheckpointReportTest, FlippedByteIsAChecksumErrorNamingTheFile) {
   const CheckpointInspection result = Inspect(save_dir_);
   EXPECT_EQ(result.status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(result.status.message(), AllOf(HasSubstr(path), HasSubstr("checksum")));
-  // --load only checks sizes, so it would still pick it; the full report marks the file.
+  // --load rejects it when it reads it, so the listing does too; the full report marks the file.
+  EXPECT_THAT(result.report, HasSubstr("        5  NOT LOADABLE: " + path));
+  EXPECT_THAT(result.report, Not(HasSubstr("<- --load resumes here")));
   EXPECT_THAT(result.report, HasSubstr("status       INVALID: " + path));
   EXPECT_THAT(result.report,
               ContainsRegex("segment_000\\.shard_1\\.safetensors +1 +[0-9,]+  MISMATCH"));
   EXPECT_THAT(result.report, ContainsRegex("segment_000\\.shard_0\\.safetensors +0 +[0-9,]+  ok"));
+}
+
+TEST_F(CheckpointReportTest, ListingAgreesWithTheChecksumCheckAndWithLoad) {
+  WriteSmallCheckpoint(10);
+  WriteSmallCheckpoint(20);
+  const std::string path = CkptDir(20) + "/segment_000.safetensors";
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-1, std::ios::end);
+    file.put('\x7f');
+  }
+  const CheckpointInspection result = Inspect(save_dir_);
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  EXPECT_EQ(result.iteration, 10);
+  const std::string& r = result.report;
+  EXPECT_THAT(r, HasSubstr("       20  NOT LOADABLE: " + path));
+  EXPECT_THAT(r, HasSubstr("       10  complete, intact  <- --load resumes here\n"));
+  EXPECT_THAT(r, HasSubstr("names iteration 20, which was rejected"));
+  EXPECT_THAT(r, HasSubstr("status       valid"));
 }
 
 TEST_F(CheckpointReportTest, MissingDirAndIterationAreNamed) {
