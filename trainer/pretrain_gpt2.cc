@@ -220,11 +220,19 @@ SavedContext MakeSavedContext(const TrainerArguments& a, const gpt2::Gpt2Config&
 }
 
 // With --load: restores the engine from the checkpoint (refusing one of another model) and
-// returns where training stands; without it, the start.
+// returns where training stands; without it, or when --load holds no checkpoint yet, the start.
 absl::StatusOr<TrainingState> Resume(const TrainerArguments& a, varuna::Varuna& engine,
                                      const SavedContext& context, TrainingLog& log) {
   TrainingState state;
-  if (a.load.empty()) return state;
+  absl::StatusOr<bool> has_checkpoint = HasCheckpointToLoad(a);
+  if (!has_checkpoint.ok()) return has_checkpoint.status();
+  if (!*has_checkpoint) {
+    if (!a.load.empty()) {
+      log.Info(absl::StrCat("> --load=", a.load,
+                            " holds no checkpoint yet: starting from scratch at iteration 0"));
+    }
+    return state;
+  }
   std::optional<int64_t> iteration;
   if (a.resume_step >= 0) iteration = a.resume_step;
   auto same_model = [&](const Value& saved) -> absl::Status {

@@ -195,13 +195,47 @@ absl::Status CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
         " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
         "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
   }
-  if (!a.load.empty()) {
-    const std::string load = ResolveUserPath(a.load);
-    absl::Status found = a.resume_step >= 0 ? varuna::VerifyCheckpoint(load, a.resume_step)
-                                            : varuna::LatestCheckpointIteration(load).status();
-    if (!found.ok()) return found;
+  return HasCheckpointToLoad(a).status();
+}
+
+absl::StatusOr<bool> HasCheckpointToLoad(const TrainerArguments& a) {
+  if (a.load.empty()) return false;
+  namespace fs = std::filesystem;
+  const std::string load = ResolveUserPath(a.load);
+  std::error_code error;
+  if (fs::exists(load, error) && !fs::is_directory(load, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--load=", a.load,
+                     " is a file, not a directory: pass the directory that holds the "
+                     "varuna_ckpt_<iteration> directories (the --save directory of the run)"));
   }
-  return absl::OkStatus();
+  const int64_t named = varuna::CheckpointIterationOf(load);
+  if (named >= 0) {
+    // The user's own spelling of the parent.
+    std::string given = a.load;
+    while (given.size() > 1 && given.back() == '/') given.pop_back();
+    std::string parent = fs::path(given).parent_path().string();
+    if (parent.empty()) parent = ".";
+    return absl::InvalidArgumentError(
+        absl::StrCat("--load=", a.load,
+                     " names one checkpoint; --load takes the directory that holds it: use "
+                     "--load=",
+                     parent, " (add --load-iteration=", named,
+                     " to resume from this one rather "
+                     "than the newest)"));
+  }
+  if (a.resume_step >= 0) {
+    if (absl::Status found = varuna::VerifyCheckpoint(load, a.resume_step); !found.ok()) {
+      return found;
+    }
+    return true;
+  }
+  const bool tracked = fs::exists(fs::path(load) / varuna::kCheckpointTrackerFile, error);
+  if (!tracked && varuna::ListCheckpointIterations(load).empty()) return false;
+  if (absl::Status found = varuna::LatestCheckpointIteration(load).status(); !found.ok()) {
+    return found;
+  }
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArguments& a,

@@ -128,8 +128,12 @@ TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
   Result straight = Run(common, "straight");
   ASSERT_EQ(straight.exit.code, 0) << Describe(straight);
   const std::string ckpt = dir_ + "/ckpt";
-  Result first = Run(Plus(common, {"--save=" + ckpt, "--exit-interval=5"}), "first");
+  // --load of a directory that does not exist yet starts from scratch (as Megatron does), so
+  // the same command serves the first run and every restart.
+  Result first =
+      Run(Plus(common, {"--load=" + ckpt, "--save=" + ckpt, "--exit-interval=5"}), "first");
   ASSERT_EQ(first.exit.code, 0) << Describe(first);
+  EXPECT_THAT(first.exit.output, HasSubstr("holds no checkpoint yet: starting from scratch"));
   ASSERT_TRUE(fs::exists(ckpt + "/varuna_ckpt_5"));
   Result second = Run(Plus(common, {"--load=" + ckpt, "--save=" + ckpt}), "second");
   ASSERT_EQ(second.exit.code, 0) << Describe(second);
@@ -240,8 +244,16 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
        "--dp-backend=nccl needs CUDA tensors but the device is cpu: use gloo on the CPU"},
       {{"--resume_step=3"}, 2, "--resume_step=3 needs --load=DIR"},
       {{"--eod-mask-loss"}, 1, "need the EOD token: give --tokenizer-model"},
-      {{"--load=" + dir_ + "/no_checkpoints"}, 1, dir_ + "/no_checkpoints"},
+      {{"--load=" + dir_ + "/a_file"}, 1, "--load=" + dir_ + "/a_file is a file, not a directory"},
+      {{"--load=" + dir_ + "/ckpts/varuna_ckpt_6"},
+       1,
+       "names one checkpoint; --load takes the directory that holds it: use --load=" + dir_ +
+           "/ckpts (add --load-iteration=6"},
+      {{"--load=" + dir_ + "/no_checkpoints", "--load-iteration=3"},
+       1,
+       dir_ + "/no_checkpoints/varuna_ckpt_3 does not exist"},
   };
+  std::ofstream(dir_ + "/a_file") << "not a checkpoint directory\n";
   std::vector<std::string> files_before;
   for (const auto& entry : fs::directory_iterator(dir_)) files_before.push_back(entry.path());
   int n = 0;
