@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -33,6 +35,28 @@ std::string UserDirectory() {
 std::string ResolveUserPath(const std::string& path) {
   if (path.empty() || path[0] == '/') return path;
   return absl::StrCat(UserDirectory(), "/", path);
+}
+
+absl::Status CheckWritableDirectory(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string given = absl::StrCat(flag, "=", path);
+  fs::path existing = fs::path(ResolveUserPath(path));
+  std::error_code error;
+  while (!fs::exists(existing, error) && existing.has_parent_path() &&
+         existing.parent_path() != existing) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(given, ": ", existing.string(),
+                     " is not a directory, so nothing can be written there: choose a directory"));
+  }
+  if (access(existing.c_str(), W_OK | X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(given, ": cannot write into ", existing.string(), " (", std::strerror(errno),
+                     "): choose a directory you can write to, or fix its permissions"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> FindRunfile(const std::string& argv0,

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace trainer {
@@ -18,6 +19,12 @@ std::string UserDirectory();
 
 // `path` made absolute against UserDirectory(); "" stays "".
 std::string ResolveUserPath(const std::string& path);
+
+// OK if the program can write into directory `path` (creating it and its missing parents
+// where needed), checked without creating or writing anything: `path`, or else its nearest
+// existing ancestor, must be a directory this process may write to. Otherwise
+// FailedPrecondition naming `flag` (e.g. "--save"), the path and why.
+absl::Status CheckWritableDirectory(const std::string& flag, const std::string& path);
 
 // The absolute path of a data file of this workspace (e.g. "data/corpus/fortunes.jsonl"),
 // found in the runfiles of `argv0` (RUNFILES_DIR, <argv0>.runfiles/varuna/, the same next to

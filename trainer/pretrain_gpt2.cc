@@ -439,7 +439,10 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       log.Info(absl::StrFormat("iteration %d skipped: inf/NaN in the gradients (loss scale %g)",
                                state.iteration, result->loss_scale));
     }
-    if (state.iteration % a.log_interval == 0) log.Step(interval.Take(a, state, engine, cost));
+    if (state.iteration % a.log_interval == 0) {
+      log.Step(interval.Take(a, state, engine, cost));
+      if (!log.status().ok()) return log.status();
+    }
     if (result->stop) {
       stopped = true;
       log.Info(absl::StrFormat(
@@ -475,7 +478,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
     log.Info("waiting for the background checkpoint move to finish");
   }
   if (absl::Status s = engine.finish_checkpoint(); !s.ok()) return s;
-  if (stopped) return absl::OkStatus();  // preempted: exit promptly
+  if (stopped) return log.status();  // preempted: exit promptly
   if (a.eval_interval > 0) {
     for (data::Split split : {data::Split::kValid, data::Split::kTest}) {
       if (!(*data)->has(split)) continue;
@@ -484,7 +487,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       log.Eval({state.iteration, split == data::Split::kValid ? "validation" : "test", *loss});
     }
   }
-  return absl::OkStatus();
+  return log.status();
 }
 
 }  // namespace

@@ -195,6 +195,12 @@ absl::Status CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
         " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
         "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
   }
+  // Found now rather than at the first checkpoint, --save-interval steps later.
+  for (const auto& [flag, dir] : {std::pair<const char*, const std::string&>{"--save", a.save},
+                                  {"--checkpoint-tmpdir", a.checkpoint_tmpdir}}) {
+    if (dir.empty()) continue;
+    if (absl::Status s = CheckWritableDirectory(flag, dir); !s.ok()) return s;
+  }
   return HasCheckpointToLoad(a).status();
 }
 

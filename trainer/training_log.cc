@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<TrainingLog>> TrainingLog::Open(std::FILE* out,
                        " cannot be opened for appending: ", std::strerror(errno)));
     }
   }
-  return std::unique_ptr<TrainingLog>(new TrainingLog(out, metrics));
+  return std::unique_ptr<TrainingLog>(new TrainingLog(out, metrics, metrics_path));
 }
 
 TrainingLog::~TrainingLog() {
@@ -72,9 +72,14 @@ std::string TrainingLog::EvalJson(const EvalRecord& r) {
 }
 
 void TrainingLog::WriteMetrics(const std::string& line) {
-  if (metrics_ == nullptr) return;
-  std::fprintf(metrics_, "%s\n", line.c_str());
-  std::fflush(metrics_);
+  if (metrics_ == nullptr || !metrics_status_.ok()) return;
+  errno = 0;
+  if (std::fprintf(metrics_, "%s\n", line.c_str()) < 0 || std::fflush(metrics_) != 0) {
+    metrics_status_ =
+        absl::UnavailableError(absl::StrCat("--metrics-file=", metrics_path_, ": writing failed (",
+                                            errno != 0 ? std::strerror(errno) : "unknown error",
+                                            "): free space there or choose another file"));
+  }
 }
 
 void TrainingLog::Step(const StepRecord& record) {

@@ -21,7 +21,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace trainer {
@@ -61,17 +63,25 @@ class TrainingLog {
   // A free-form line on `out` only.
   void Info(const std::string& line);
 
+  // OK, or the first failed write to the metrics file (naming --metrics-file and the system's
+  // reason, e.g. a full disk). Lines after a failure are not written. The trainer checks it
+  // after each logged step, so lost metrics stop the run instead of passing silently.
+  const absl::Status& status() const { return metrics_status_; }
+
   static std::string FormatStep(const StepRecord& record);
   static std::string StepJson(const StepRecord& record);
   static std::string FormatEval(const EvalRecord& record);
   static std::string EvalJson(const EvalRecord& record);
 
  private:
-  TrainingLog(std::FILE* out, std::FILE* metrics) : out_(out), metrics_(metrics) {}
+  TrainingLog(std::FILE* out, std::FILE* metrics, std::string metrics_path)
+      : out_(out), metrics_(metrics), metrics_path_(std::move(metrics_path)) {}
   void WriteMetrics(const std::string& line);
 
   std::FILE* out_;
   std::FILE* metrics_;
+  std::string metrics_path_;
+  absl::Status metrics_status_;
 };
 
 }  // namespace trainer

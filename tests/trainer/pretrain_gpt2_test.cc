@@ -252,6 +252,12 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--load=" + dir_ + "/no_checkpoints", "--load-iteration=3"},
        1,
        dir_ + "/no_checkpoints/varuna_ckpt_3 does not exist"},
+      {{"--save=" + dir_ + "/a_file/ckpts"},
+       1,
+       "--save=" + dir_ + "/a_file/ckpts: " + dir_ + "/a_file is not a directory"},
+      {{"--save=" + dir_ + "/new_ckpts", "--checkpoint-tmpdir=" + dir_ + "/a_file"},
+       1,
+       "--checkpoint-tmpdir=" + dir_ + "/a_file: " + dir_ + "/a_file is not a directory"},
   };
   std::ofstream(dir_ + "/a_file") << "not a checkpoint directory\n";
   std::vector<std::string> files_before;
