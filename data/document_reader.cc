@@ -101,6 +101,12 @@ absl::StatusOr<bool> DocumentReader::NextText(std::string* text) {
       if (started) return true;
       continue;
     }
+    if (!varuna::json::IsValidUtf8(line_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, " line ", line_number_,
+          ": not UTF-8 text (is it a binary file?); plain-text input must be UTF-8: convert it "
+          "(e.g. iconv -t UTF-8) or pass the text file you meant"));
+    }
     if (started) text->push_back('\n');
     text->append(line_);
     started = true;

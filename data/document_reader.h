@@ -2,7 +2,7 @@
 // Megatron's tools/preprocess_data.py takes them:
 // - *.jsonl and *.json: "loose JSON", one JSON object per line; the document is the string
 //   field named by the JSON key (default "text"). Blank lines are skipped.
-// - any other file: plain text; documents are blocks of lines separated by blank
+// - any other file: plain text in UTF-8; documents are blocks of lines separated by blank
 //   (empty or whitespace-only) lines, and a document's lines are joined with '\n'.
 // A trailing '\r' is dropped from every line (files written on Windows).
 #ifndef DATA_DOCUMENT_READER_H_
@@ -33,7 +33,8 @@ class DocumentReader {
 
   // Reads the next document into *text and returns true, or returns false at the end of
   // the file. Returns InvalidArgument naming the file and line for a line that is not a
-  // JSON object, lacks the key, or whose key is not a string; DataLoss on a read error.
+  // JSON object, lacks the key, or whose key is not a string, and for a plain-text line that
+  // is not UTF-8 (a binary file, say); DataLoss on a read error.
   absl::StatusOr<bool> Next(std::string* text);
 
   // Bytes consumed so far (line terminators included).

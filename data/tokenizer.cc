@@ -171,6 +171,11 @@ std::string TrainSentencePiece(const TokenizerTrainOptions& options, SentenceSou
   if (!status.ok()) {
     std::string message =
         "SentencePiece training of " + options.model_prefix + ".model failed: " + status.ToString();
+    if (status.ToString().find("sentences_.empty()") != std::string::npos) {
+      return "the training input holds no text (no non-blank line in " +
+             (input.empty() ? std::string("the documents given") : input) +
+             "): give files with text to train the tokenizer on";
+    }
     if (status.ToString().find("ocabulary size") != std::string::npos) {
       message += " (the input has too few distinct pieces for --vocab-size=" +
                  std::to_string(options.vocab_size) + "; lower it or give more text)";

@@ -65,6 +65,11 @@ TEST(DocumentReaderTest, ErrorsNameFileLineAndProblem) {
                                                    "(its keys: \"title\")"));
   EXPECT_THAT(ReadAll(TempPath("nope.txt")).back(),
               HasSubstr("cannot open input file " + TempPath("nope.txt")));
+  // Plain text must be UTF-8, as JSON strings must: binary garbage is refused, not tokenized.
+  const std::string binary =
+      Write("binary.txt", std::string("text\n\x89PNG\r\n\x1a\n\xff\xfe", 16));
+  EXPECT_THAT(ReadAll(binary).back(),
+              HasSubstr("ERROR " + binary + " line 2: not UTF-8 text (is it a binary file?)"));
 }
 
 TEST(DocumentReaderTest, BytesReadCountsTheWholeFile) {

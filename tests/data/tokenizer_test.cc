@@ -184,5 +184,15 @@ TEST(TokenizerErrorTest, BadTrainingOptionsAreNamed) {
                     HasSubstr("--vocab-size=5000")));
 }
 
+TEST(TokenizerErrorTest, EmptyInputSaysThereIsNoText) {
+  TokenizerTrainOptions options;
+  options.model_prefix = TempPath("empty");
+  const std::string empty = TempPath("empty_corpus.txt");
+  std::ofstream(empty) << "\n\n";
+  options.input_files = {empty};
+  EXPECT_THAT(std::string(TrainTokenizer(options).message()),
+              AllOf(HasSubstr("the training input holds no text"), HasSubstr(empty)));
+}
+
 }  // namespace
 }  // namespace data
