@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "data/dataset_tokenizer.h"
 #include "data/document_reader.h"
 #include "data/tokenizer_status.h"
 
@@ -255,6 +256,11 @@ absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
                          : ""));
   }
   if (absl::Status finished = (*builder)->Finish(); !finished.ok()) return finished;
+  // Which tokenizer made the ids, so that training with another one is caught.
+  absl::StatusOr<DatasetTokenizer> record =
+      DescribeTokenizer(options.tokenizer_model, stats.vocab_size, (*tokenizer)->eod_id());
+  if (!record.ok()) return record.status();
+  if (absl::Status s = WriteDatasetTokenizer(stats.dataset_prefix, *record); !s.ok()) return s;
   stats.seconds = elapsed();
   if (options.log != nullptr) {
     const double s = stats.seconds > 0 ? stats.seconds : 1e-9;

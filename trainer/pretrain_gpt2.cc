@@ -380,7 +380,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   if (!world.ok()) return world.status();
   log.Info(gpt2::FormatSummary(*config, gpt2::Summarize(*config)));
   absl::StatusOr<std::unique_ptr<GptData>> data =
-      OpenData(a, *config, *inputs, *engine_options, *vocabulary);
+      OpenData(a, *config, *inputs, *engine_options, *vocabulary, log);
   if (!data.ok()) return data.status();
   log.Info(absl::StrCat("> data: ", (*data)->Describe()));
   for (const std::string& line : mode_lines) log.Info(line);

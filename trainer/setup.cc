@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "data/dataset_tokenizer.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/summary.h"
 #include "trainer/paths.h"
@@ -315,11 +316,27 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
                                                   const gpt2::Gpt2Config& config,
                                                   const TrainingInputs& inputs,
                                                   const varuna::VarunaOptions& engine,
-                                                  Vocabulary& vocabulary) {
+                                                  Vocabulary& vocabulary, TrainingLog& log) {
   if (a.sample_run) {
     auto tokenizer = data::LoadTokenizer(inputs.tokenizer_model);
     if (!tokenizer.ok()) return tokenizer.status();
     vocabulary.eod = (*tokenizer)->eod_id();
+  }
+  // The tokenizer preprocess_data recorded beside the dataset, against the one given.
+  absl::StatusOr<std::optional<data::DatasetTokenizer>> recorded =
+      data::ReadDatasetTokenizer(inputs.data_prefix);
+  if (!recorded.ok()) return recorded.status();
+  if (recorded->has_value() && !inputs.tokenizer_model.empty()) {
+    absl::StatusOr<data::DatasetTokenizer> used =
+        data::DescribeTokenizer(inputs.tokenizer_model, vocabulary.size, vocabulary.eod);
+    if (!used.ok()) return used.status();
+    std::string warning;
+    if (absl::Status s =
+            data::CheckDatasetTokenizer(inputs.data_prefix, **recorded, *used, &warning);
+        !s.ok()) {
+      return s;
+    }
+    if (!warning.empty()) log.Info(absl::StrCat("> warning: ", warning));
   }
   GptDataOptions options;
   options.data_prefix = inputs.data_prefix;

@@ -90,12 +90,14 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArgume
                                                              TrainingLog& log);
 
 // The GPT dataset of this replica (GptData), with the EOD token of the sample run's tokenizer
-// filled into `vocabulary`.
+// filled into `vocabulary`. A dataset whose recorded tokenizer (data/dataset_tokenizer.h) has
+// another vocabulary size than the tokenizer given is refused; another file of the same size
+// is a warning in `log`.
 absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
                                                   const gpt2::Gpt2Config& config,
                                                   const TrainingInputs& inputs,
                                                   const varuna::VarunaOptions& engine,
-                                                  Vocabulary& vocabulary);
+                                                  Vocabulary& vocabulary, TrainingLog& log);
 
 // The engine's full options from the flags: Adam's and the loss scaler's among them.
 GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt2Config& config,

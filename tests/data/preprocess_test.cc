@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset_tokenizer.h"
 #include "data/indexed_dataset.h"
 #include "data/tokenizer_status.h"
 #include "gmock/gmock.h"
@@ -133,6 +134,55 @@ TEST_F(PreprocessTest, PlainTextDocumentsAreBlocksOfLines) {
   EXPECT_EQ(stats->empty_documents, 0);
   EXPECT_EQ(stats->input_bytes, static_cast<int64_t>(ReadFile(input).size()));
   EXPECT_EQ(stats->vocab_size, 500);
+}
+
+// preprocess_data records its tokenizer beside the dataset; a tokenizer of another vocabulary
+// size is then refused by name, another file of the same size only warned about.
+TEST_F(PreprocessTest, RecordsTheTokenizerSoThatAnotherOneIsCaught) {
+  const std::string input = TempPath("recorded.txt");
+  WriteFile(input, "The cat sleeps.\n\nThe dog runs.\n");
+  auto stats = Preprocess(Options({input}, "recorded"));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  auto recorded = ReadDatasetTokenizer(stats->dataset_prefix);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  ASSERT_TRUE(recorded->has_value());
+  const DatasetTokenizer& record = **recorded;
+  EXPECT_EQ(record.vocab_size, 500);
+  EXPECT_EQ(record.eod_id, tokenizer_->eod_id());
+  EXPECT_EQ(record.model_path, *model_);
+
+  auto same = DescribeTokenizer(*model_, 500, tokenizer_->eod_id());
+  ASSERT_TRUE(same.ok()) << same.status();
+  std::string warning;
+  EXPECT_TRUE(CheckDatasetTokenizer(stats->dataset_prefix, record, *same, &warning).ok());
+  EXPECT_EQ(warning, "");
+
+  const std::string other_model = TrainTinyTokenizer("other_tok", 600);
+  auto other = DescribeTokenizer(other_model, 600, tokenizer_->eod_id());
+  ASSERT_TRUE(other.ok()) << other.status();
+  const absl::Status refused =
+      CheckDatasetTokenizer(stats->dataset_prefix, record, *other, nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()),
+              AllOf(HasSubstr("was tokenized with " + *model_ + " (500 pieces)"),
+                    HasSubstr(other_model + " (600 pieces)"),
+                    HasSubstr("Pass --tokenizer-model=" + *model_)));
+
+  DatasetTokenizer copy = *other;
+  copy.vocab_size = 500;
+  EXPECT_TRUE(CheckDatasetTokenizer(stats->dataset_prefix, record, copy, &warning).ok());
+  EXPECT_THAT(warning, HasSubstr("make sure it is the same tokenizer"));
+
+  // A damaged record is named; no record (Megatron's own data) is nothing to check.
+  WriteFile(DatasetTokenizerPath(stats->dataset_prefix), "{\"format\": 1}");
+  auto damaged = ReadDatasetTokenizer(stats->dataset_prefix);
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(
+      std::string(damaged.status().message()),
+      HasSubstr(DatasetTokenizerPath(stats->dataset_prefix) + " is not a tokenizer record"));
+  auto none = ReadDatasetTokenizer(TempPath("no_such_dataset"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
 }
 
 TEST_F(PreprocessTest, JsonLinesAndTextFilesInInputOrder) {
