@@ -189,6 +189,17 @@ absl::Status Validate(const TrainerArguments& a) {
     return Invalid(absl::StrCat("--save-interval=", a.save_interval,
                                 " needs --save=DIR (where to write checkpoints)"));
   }
+  // 0 means "the preset's" only when the flag is left out.
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"num-layers", a.num_layers},
+                                    {"hidden-size", a.hidden_size},
+                                    {"num-attention-heads", a.num_attention_heads},
+                                    {"seq-length", a.seq_length},
+                                    {"max-position-embeddings", a.max_position_embeddings}}) {
+    if (a.WasGiven(name) && value < 1) {
+      return Invalid(absl::StrCat("--", name, "=", value, " must be at least 1: leave --", name,
+                                  " out to use the value of --preset=", a.preset));
+    }
+  }
   if (a.vocab_size < 0) return Invalid("--vocab-size must be >= 0");
   if (!a.data_path.empty() && a.tokenizer_model.empty() && a.vocab_size == 0) {
     return Invalid(absl::StrCat("--data-path=", a.data_path,

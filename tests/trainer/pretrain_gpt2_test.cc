@@ -213,6 +213,9 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
   const std::vector<Case> cases = {
       {{"--num-layer=3"}, 2, "unknown flag --num-layer (did you mean --num-layers?)"},
       {{"--lr=fast"}, 2, "--lr=fast is not a number"},
+      {{"--num-layers=0"},
+       2,
+       "--num-layers=0 must be at least 1: leave --num-layers out to use the value of --preset="},
       {{"--lr-decay-style=exp"}, 2, "--lr-decay-style=exp is not a decay style"},
       {{"--fp16", "--bf16"}, 2, "--fp16 and --bf16 exclude each other"},
       {{"--save-interval=5"}, 2, "--save-interval=5 needs --save=DIR"},
