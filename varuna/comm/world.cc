@@ -1,6 +1,7 @@
 #include "varuna/comm/world.h"
 
 #include <arpa/inet.h>
+#include <c10/util/Exception.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -82,6 +83,16 @@ std::string StoreValue(c10d::Store& store, const std::string& key) {
   return std::string(v.begin(), v.end());
 }
 
+// The exception's message on one line, without LibTorch's C++ backtrace (a c10::Error's
+// what() appends 15 frames of it).
+std::string OneLineReason(const std::exception& e) {
+  const auto* error = dynamic_cast<const c10::Error*>(&e);
+  std::string reason = error != nullptr ? error->what_without_backtrace() : e.what();
+  const size_t newline = reason.find('\n');
+  if (newline != std::string::npos) reason.resize(newline);
+  return reason;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<World>> World::Join(const WorldOptions& options) {
@@ -98,8 +109,9 @@ absl::StatusOr<std::unique_ptr<World>> World::Join(const WorldOptions& options) 
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "rank ", options.rank, ": cannot ", serve ? "serve" : "reach", " the rendezvous store at ",
-        options.master_addr, ":", options.master_port, ": ", e.what(),
-        serve ? "; is the port in use? choose another MASTER_PORT"
+        options.master_addr, ":", options.master_port, ": ", OneLineReason(e),
+        serve ? "; is the port in use (another job on this machine)? choose another MASTER_PORT "
+                "(the launcher's --master_port)"
               : "; check MASTER_ADDR/MASTER_PORT and that rank 0 is running"));
   }
   std::unique_ptr<World> world(new World(options, std::move(store)));
@@ -141,7 +153,7 @@ absl::Status World::WaitForAllRanks() {
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(
-        absl::StrCat("rank ", rank, ": rendezvous through the store failed: ", e.what()));
+        absl::StrCat("rank ", rank, ": rendezvous through the store failed: ", OneLineReason(e)));
   }
   return absl::OkStatus();
 }
