@@ -219,6 +219,11 @@ absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
       --pipeline.in_flight;
       pipeline.changed.notify_all();
     }
+    if (options.stop_requested && options.stop_requested()) {
+      status = absl::CancelledError(absl::StrCat("preprocessing into ", stats.dataset_prefix,
+                                                 " stopped on request; nothing was written"));
+      break;
+    }
     for (const std::vector<int32_t>& tokens : batch.tokens) {
       if (tokens.empty()) {
         ++stats.empty_documents;

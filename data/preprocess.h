@@ -11,6 +11,7 @@
 #define DATA_PREPROCESS_H_
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct PreprocessOptions {
   int64_t log_interval = 10000;
   // Where progress and summary lines go; nullptr for silence.
   std::ostream* log = nullptr;
+  // Polled between batches of documents; once it returns true, Preprocess stops and returns
+  // Cancelled, leaving nothing behind (a stop signal, say). Unset: never.
+  std::function<bool()> stop_requested;
 };
 
 struct PreprocessStats {

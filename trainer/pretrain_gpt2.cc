@@ -374,7 +374,13 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       OpenTrainingLog(a, engine_options->rank == 0);
   if (!log_or.ok()) return log_or.status();
   TrainingLog& log = **log_or;
-  absl::StatusOr<TrainingInputs> inputs = PrepareInputs(a, argv0, engine_options->rank == 0, log);
+  absl::StatusOr<TrainingInputs> inputs = PrepareInputs(
+      a, argv0, engine_options->rank == 0, log, [&stop_signal] { return stop_signal.requested(); });
+  if (absl::IsCancelled(inputs.status()) && stop_signal.requested()) {
+    log.Info(absl::StrFormat("stop requested (%s) while preparing the data: %s; exiting",
+                             stop_signal.signal_name(), inputs.status().message()));
+    return absl::OkStatus();
+  }
   if (!inputs.ok()) return inputs.status();
   absl::StatusOr<std::unique_ptr<varuna::comm::World>> world = JoinJob(a, *engine_options, log);
   if (!world.ok()) return world.status();

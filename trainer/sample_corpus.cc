@@ -19,6 +19,31 @@ namespace {
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
 
+constexpr char kStopped[] = "stopped on request";
+
+// The sentences of a source until a stop is requested; SentencePiece's training then ends
+// with an error, and writes no model.
+class StoppableSentences : public data::SentenceSource {
+ public:
+  StoppableSentences(data::SentenceSource& source, const std::function<bool()>& stop_requested)
+      : source_(source), stop_requested_(stop_requested) {}
+
+  bool Next(std::string* sentence) override {
+    if (stop_requested_()) {
+      stopped_ = true;
+      return false;
+    }
+    return source_.Next(sentence);
+  }
+  std::string error() const override { return stopped_ ? kStopped : source_.error(); }
+  bool stopped() const { return stopped_; }
+
+ private:
+  data::SentenceSource& source_;
+  const std::function<bool()>& stop_requested_;
+  bool stopped_ = false;
+};
+
 }  // namespace
 
 absl::StatusOr<SampleCorpus> SampleCorpusPaths(const std::string& out_dir) {
@@ -30,7 +55,8 @@ absl::StatusOr<SampleCorpus> SampleCorpusPaths(const std::string& out_dir) {
 
 absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     const std::string& corpus_jsonl, const std::string& out_dir, int vocab_size,
-    const std::function<void(const std::string&)>& info) {
+    const std::function<void(const std::string&)>& info,
+    const std::function<bool()>& stop_requested) {
   if (::mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create the sample run's folder ",
                                                     out_dir, ": ", std::strerror(errno)));
@@ -52,7 +78,11 @@ absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     options.vocab_size = vocab_size;
     options.num_threads = threads;
     data::DocumentSentences sentences(options.input_files, "text");
-    if (absl::Status status = data::TrainTokenizer(options, &sentences); !status.ok()) {
+    StoppableSentences stoppable(sentences, stop_requested);
+    if (absl::Status status = data::TrainTokenizer(options, &stoppable); !status.ok()) {
+      if (stoppable.stopped()) {
+        return absl::CancelledError(absl::StrCat("training the sample run's tokenizer ", kStopped));
+      }
       return status;
     }
   }
@@ -64,6 +94,7 @@ absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     options.output_prefix = output_prefix;
     options.tokenizer_model = out.tokenizer_model;
     options.workers = threads;
+    options.stop_requested = stop_requested;
     absl::StatusOr<data::PreprocessStats> stats = data::Preprocess(options);
     if (!stats.ok()) return stats.status();
     info(absl::StrFormat("> %d documents, %d tokens in %.1f s", stats->documents, stats->tokens,

@@ -19,9 +19,12 @@ struct SampleCorpus {
 // Trains the tokenizer (`vocab_size` pieces) and preprocesses `corpus_jsonl` into `out_dir`
 // unless both are there already; `info` receives progress lines. The tokenizer is written
 // first and the dataset only after it, so a dataset never outlives its tokenizer.
+// `stop_requested` is polled as the work goes on (a stop signal); once it returns true the
+// preparation ends with Cancelled within a fraction of a second, leaving no partial file.
 absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     const std::string& corpus_jsonl, const std::string& out_dir, int vocab_size,
-    const std::function<void(const std::string&)>& info);
+    const std::function<void(const std::string&)>& info,
+    const std::function<bool()>& stop_requested);
 
 // The paths PrepareSampleCorpus(..., out_dir, ...) uses, without building anything (for the
 // ranks that wait while rank 0 prepares them).

@@ -259,7 +259,8 @@ absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArgume
 }
 
 absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const std::string& argv0,
-                                             bool rank0, TrainingLog& log) {
+                                             bool rank0, TrainingLog& log,
+                                             const std::function<bool()>& stop_requested) {
   TrainingInputs inputs{ResolveUserPath(a.data_path), ResolveUserPath(a.tokenizer_model)};
   if (!a.sample_run) return inputs;
   absl::StatusOr<std::string> corpus = FindRunfile(argv0, kSampleCorpus);
@@ -269,8 +270,9 @@ absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const st
                         " on the bundled corpus; outputs in ", folder));
   // Rank 0 prepares the corpus before it joins the job; the others wait for it in JoinJob.
   absl::StatusOr<SampleCorpus> sample =
-      rank0 ? PrepareSampleCorpus(*corpus, folder, kSampleVocabSize,
-                                  [&log](const std::string& line) { log.Info(line); })
+      rank0 ? PrepareSampleCorpus(
+                  *corpus, folder, kSampleVocabSize,
+                  [&log](const std::string& line) { log.Info(line); }, stop_requested)
             : SampleCorpusPaths(folder);
   if (!sample.ok()) return sample.status();
   return TrainingInputs{sample->data_prefix, sample->tokenizer_model};

@@ -9,6 +9,7 @@
 #define VARUNA_TRAINER_SETUP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -74,8 +75,10 @@ struct TrainingInputs {
   std::string data_prefix;
   std::string tokenizer_model;  // "" when none was given
 };
+// `stop_requested` is polled while the corpus is prepared: a stop then ends it with Cancelled.
 absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const std::string& argv0,
-                                             bool rank0, TrainingLog& log);
+                                             bool rank0, TrainingLog& log,
+                                             const std::function<bool()>& stop_requested);
 
 // Joins the job of `world_size` processes started by //varuna:launch (or by hand with RANK,
 // WORLD_SIZE, MASTER_ADDR and MASTER_PORT).

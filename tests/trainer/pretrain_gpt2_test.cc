@@ -1,13 +1,17 @@
 // The trainer end to end, as a user runs it: a tiny GPT-2 on a small synthetic dataset. The
 // loss falls; a run stopped at a checkpoint and resumed continues bitwise as the run that never
 // stopped; bad inputs fail with messages that name them and leave no files behind.
+#include <signal.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -20,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using testing::Job;
 using testing::Losses;
 using ::testing::Not;
 using testing::Plus;
@@ -157,6 +162,34 @@ TEST_F(PretrainGpt2Test, ResumeContinuesBitwise) {
   std::string after((std::istreambuf_iterator<char>(tracker_after)), {});
   EXPECT_EQ(after, before);
   EXPECT_THAT(before, HasSubstr("10"));
+}
+
+// SIGTERM while the sample run prepares its data ends the run within a second or so (not at
+// the launcher's SIGKILL 10 s later), with exit 0 and no partial dataset left behind.
+TEST_F(PretrainGpt2Test, StopWhilePreparingTheSampleDataExitsPromptly) {
+  Job job = Start({"--train-iters=1"}, "sample_stop", {}, {{"BUILD_WORKING_DIRECTORY", dir_}});
+  const std::string log = dir_ + "/sample_stop.log";
+  bool preprocessing = false;
+  for (int i = 0; i < 1200 && !preprocessing; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    preprocessing = text.find("> preprocessing ") != std::string::npos;
+  }
+  ASSERT_TRUE(preprocessing) << "the sample run never started preprocessing";
+  const auto signalled = std::chrono::steady_clock::now();
+  ::kill(job.process.pid, SIGTERM);
+  Result r = Finish(job);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  ASSERT_TRUE(r.exit.exited) << Describe(r);
+  EXPECT_EQ(r.exit.code, 0) << Describe(r);
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_THAT(r.exit.output, HasSubstr("stop requested (SIGTERM) while preparing the data"));
+  const std::string folder = dir_ + "/varuna_sample_run";
+  EXPECT_TRUE(fs::exists(folder + "/fortunes_spm.model"));  // finished before the stop
+  EXPECT_FALSE(fs::exists(folder + "/fortunes_text_document.bin"));
+  EXPECT_FALSE(fs::exists(folder + "/fortunes_text_document.idx"));
 }
 
 // The launcher starting 2 stages x 2 replicas gives the losses of one process on the same

@@ -91,7 +91,8 @@ std::vector<std::string> TrainerTest::TinyModel() const {
 }
 
 Job TrainerTest::Start(std::vector<std::string> flags, const std::string& name,
-                       std::vector<std::string> launcher) const {
+                       std::vector<std::string> launcher,
+                       const std::map<std::string, std::string>& env) const {
   Job job;
   job.metrics = dir_ + "/" + name + ".jsonl";
   flags.insert(flags.begin(), Runfile("trainer/pretrain_gpt2"));
@@ -101,8 +102,9 @@ Job TrainerTest::Start(std::vector<std::string> flags, const std::string& name,
     flags.insert(flags.begin(), launcher.begin(), launcher.end());
   }
   flags.push_back("--metrics-file=" + job.metrics);
-  job.process =
-      varuna::testing::Spawn(flags, dir_ + "/" + name + ".log", {{"OMP_NUM_THREADS", "1"}});
+  std::map<std::string, std::string> full_env = env;
+  full_env["OMP_NUM_THREADS"] = "1";
+  job.process = varuna::testing::Spawn(flags, dir_ + "/" + name + ".log", full_env);
   return job;
 }
 

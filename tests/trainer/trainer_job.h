@@ -52,9 +52,10 @@ class TrainerTest : public ::testing::Test {
   std::vector<std::string> TinyModel() const;
 
   // Starts the trainer with `flags` (plus --metrics-file), or, with `launcher` flags, the
-  // launcher starting it; output goes to dir_/<name>.log.
+  // launcher starting it, with `env` added to the environment; output goes to dir_/<name>.log.
   Job Start(std::vector<std::string> flags, const std::string& name,
-            std::vector<std::string> launcher = {}) const;
+            std::vector<std::string> launcher = {},
+            const std::map<std::string, std::string>& env = {}) const;
   // Waits for `job` (at most 180 s, then kills it) and reads its metrics.
   static Result Finish(const Job& job);
   Result Run(std::vector<std::string> flags, const std::string& name,
