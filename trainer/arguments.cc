@@ -111,6 +111,9 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "whole [tokens, vocab] logits (the same loss, less memory)");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
+  p.Add("heartbeat-timeout-seconds", &a.heartbeat_timeout_seconds,
+        "a rank silent this long (stopped, frozen, unreachable) is named and the job ends; 0: "
+        "no heartbeat");
   p.Add("p2p-backend", &a.p2p_backend,
         "activations, gradients and tied weights between stages: nccl, gloo (through pinned "
         "host memory, Varuna's transport; ranks may share a GPU), or auto (nccl on CUDA)");
@@ -230,6 +233,10 @@ absl::Status Validate(const TrainerArguments& a) {
   if (a.distributed_timeout_minutes < 1) {
     return Invalid(absl::StrCat("--distributed-timeout-minutes=", a.distributed_timeout_minutes,
                                 " must be at least 1"));
+  }
+  if (a.heartbeat_timeout_seconds < 0 || a.heartbeat_timeout_seconds == 1) {
+    return Invalid(absl::StrCat("--heartbeat-timeout-seconds=", a.heartbeat_timeout_seconds,
+                                " must be 0 (off) or at least 2"));
   }
   if (a.keep_last < 0) {
     return Invalid(

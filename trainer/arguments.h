@@ -98,6 +98,9 @@ struct TrainerArguments {
   // time, without the [tokens, V] logits (varuna/kernels/lm_head_cross_entropy.h).
   bool cross_entropy_loss_fusion = false;
   int distributed_timeout_minutes = 10;
+  // A rank whose heartbeat (varuna/comm/heartbeat.h) stops for this long is reported by name
+  // and the job ends, long before the distributed timeout. 0: no heartbeat.
+  int heartbeat_timeout_seconds = 60;
   // Libraries of the pipeline (and tied-weight) transfers and of the data-parallel all-reduce:
   // auto (NCCL on CUDA, Gloo on the CPU), nccl, or gloo (host-staged on CUDA: ranks may then
   // share a GPU).

@@ -384,6 +384,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   if (!inputs.ok()) return inputs.status();
   absl::StatusOr<std::unique_ptr<varuna::comm::World>> world = JoinJob(a, *engine_options, log);
   if (!world.ok()) return world.status();
+  absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> heartbeat =
+      StartHeartbeat(a, world->get());
+  if (!heartbeat.ok()) return heartbeat.status();
   log.Info(gpt2::FormatSummary(*config, gpt2::Summarize(*config)));
   absl::StatusOr<std::unique_ptr<GptData>> data =
       OpenData(a, *config, *inputs, *engine_options, *vocabulary, log);

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -312,6 +314,22 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArgume
                            engine.stage_map.num_replicas(), engine.stage_map.ToString(),
                            DescribeTransport(engine)));
   return world;
+}
+
+absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> StartHeartbeat(
+    const TrainerArguments& a, const varuna::comm::World* world) {
+  if (world == nullptr || a.heartbeat_timeout_seconds == 0) return nullptr;
+  varuna::comm::HeartbeatOptions options;
+  options.timeout = std::chrono::seconds(a.heartbeat_timeout_seconds);
+  options.interval =
+      std::min<std::chrono::milliseconds>(std::chrono::seconds(2), options.timeout / 4);
+  return varuna::comm::Heartbeat::Start(world->options(), options, [](const absl::Status& s) {
+    std::fprintf(stderr, "pretrain_gpt2: error: %s\n", std::string(s.message()).c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    // This rank is blocked in a collective that the silent rank holds up.
+    std::_Exit(1);
+  });
 }
 
 absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,

@@ -20,6 +20,7 @@
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
 #include "trainer/training_log.h"
+#include "varuna/comm/heartbeat.h"
 #include "varuna/comm/world.h"
 #include "varuna/varuna.h"
 
@@ -91,6 +92,13 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArgu
 absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
                                                              varuna::VarunaOptions& engine,
                                                              TrainingLog& log);
+
+// With --heartbeat-timeout-seconds and a job of several processes, this rank's heartbeat
+// (varuna/comm/heartbeat.h): a rank that stops answering is named on stderr and this process
+// exits 1 at once (it cannot return from the collective the silent rank holds up). Null for a
+// single process or with the heartbeat off.
+absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> StartHeartbeat(
+    const TrainerArguments& a, const varuna::comm::World* world);
 
 // The GPT dataset of this replica (GptData), with the EOD token of the sample run's tokenizer
 // filled into `vocabulary`. A dataset whose recorded tokenizer (data/dataset_tokenizer.h) has

@@ -246,6 +246,9 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
   const std::vector<Case> cases = {
       {{"--num-layer=3"}, 2, "unknown flag --num-layer (did you mean --num-layers?)"},
       {{"--lr=fast"}, 2, "--lr=fast is not a number"},
+      {{"--heartbeat-timeout-seconds=1"},
+       2,
+       "--heartbeat-timeout-seconds=1 must be 0 (off) or at least 2"},
       {{"--num-layers=0"},
        2,
        "--num-layers=0 must be at least 1: leave --num-layers out to use the value of --preset="},

@@ -1,0 +1,179 @@
+#include "varuna/comm/heartbeat.h"
+
+#include <c10/util/Exception.h>
+
+#include <exception>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "varuna/comm/exception_status.h"
+
+namespace varuna::comm {
+namespace {
+
+constexpr char kDone[] = "done";
+
+std::string Key(int rank) { return absl::StrCat("heartbeat/", rank); }
+
+double Seconds(std::chrono::milliseconds duration) { return duration.count() / 1000.0; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Heartbeat>> Heartbeat::Start(const WorldOptions& world,
+                                                            const HeartbeatOptions& options,
+                                                            OnSilent on_silent) {
+  if (options.interval.count() <= 0 || options.timeout <= options.interval) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "heartbeat timeout %.3g s must exceed its interval %.3g s (and the interval be positive)",
+        Seconds(options.timeout), Seconds(options.interval)));
+  }
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(world.master_port);
+    store_options.isServer = false;
+    store_options.waitWorkers = false;
+    store_options.timeout = options.timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, store_options);
+    store->set(Key(world.rank), "0");
+  } catch (const std::exception& e) {
+    return StatusFromException(absl::StrCat("rank ", world.rank, ": starting the heartbeat at ",
+                                            world.master_addr, ":", world.master_port),
+                               e);
+  }
+  return std::unique_ptr<Heartbeat>(
+      new Heartbeat(world.rank, world.world_size, options, std::move(store), std::move(on_silent)));
+}
+
+Heartbeat::Heartbeat(int rank, int world_size, HeartbeatOptions options,
+                     c10::intrusive_ptr<c10d::Store> store, OnSilent on_silent)
+    : rank_(rank),
+      world_size_(world_size),
+      options_(options),
+      store_(std::move(store)),
+      on_silent_(std::move(on_silent)),
+      answered_(std::chrono::steady_clock::now()) {
+  prober_ = std::thread([this] { Probe(); });
+  watcher_ = std::thread([this] { Watch(); });
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  watcher_.join();
+  bool reported;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reported = reported_;
+  }
+  if (reported) {
+    // The prober may be blocked in a call to a store that no longer answers.
+    prober_.detach();
+    return;
+  }
+  prober_.join();
+  try {
+    store_->set(Key(rank_), kDone);
+  } catch (const std::exception&) {
+    // The store is gone (rank 0 has exited): nobody is watching any more.
+  }
+}
+
+absl::Status Heartbeat::Look(std::vector<std::string>& last,
+                             std::vector<std::chrono::steady_clock::time_point>& changed) {
+  const auto now = std::chrono::steady_clock::now();
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_ || last[r] == kDone) continue;
+    // check() first: get() of a key not written yet would wait for it.
+    if (store_->check({Key(r)})) {
+      const std::vector<uint8_t> bytes = store_->get(Key(r));
+      std::string value(bytes.begin(), bytes.end());
+      if (value != last[r]) {
+        last[r] = std::move(value);
+        changed[r] = now;
+        continue;
+      }
+    }
+    if (now - changed[r] > options_.timeout) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "rank %d stopped answering: its heartbeat has not changed for %.3g s (rank %d "
+          "watching; the process is stopped, frozen or its machine is unreachable). The job "
+          "cannot go on without it: restart it, from its last checkpoint with --load",
+          r, Seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - changed[r])),
+          rank_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Heartbeat::StoreSilent(const std::string& detail) const {
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "rank 0 stopped answering: the rendezvous store it serves did not answer rank %d's "
+      "heartbeat within %.3g s%s. The job cannot go on without it: restart it, from its last "
+      "checkpoint with --load",
+      rank_, Seconds(options_.timeout), detail.empty() ? "" : absl::StrCat(" (", detail, ")")));
+}
+
+void Heartbeat::Report(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reported_) return;
+    reported_ = true;
+    done_ = true;
+  }
+  wake_.notify_all();
+  on_silent_(status);
+}
+
+void Heartbeat::Probe() {
+  std::vector<std::string> last(world_size_);
+  std::vector<std::chrono::steady_clock::time_point> changed(world_size_,
+                                                             std::chrono::steady_clock::now());
+  for (int64_t beat = 1;; ++beat) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (wake_.wait_for(lock, options_.interval, [this] { return stopping_ || done_; })) return;
+    }
+    absl::Status silent;
+    try {
+      store_->set(Key(rank_), absl::StrCat(beat));
+      silent = Look(last, changed);
+    } catch (const std::exception& e) {
+      if (!absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", e))) {
+        // The store has gone: rank 0 exited, and the collectives report that themselves.
+        std::lock_guard<std::mutex> lock(mu_);
+        done_ = true;
+        return;
+      }
+      const auto* error = dynamic_cast<const c10::Error*>(&e);
+      silent = StoreSilent(error != nullptr ? error->what_without_backtrace() : e.what());
+    }
+    if (!silent.ok()) {
+      Report(silent);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    answered_ = std::chrono::steady_clock::now();
+  }
+}
+
+void Heartbeat::Watch() {
+  while (true) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (wake_.wait_for(lock, options_.interval, [this] { return stopping_ || done_; })) return;
+    // A round of store calls takes milliseconds; one that has not finished for the timeout
+    // (plus the interval the prober sleeps) is blocked on a store that does not answer.
+    if (std::chrono::steady_clock::now() - answered_ > options_.timeout + options_.interval) {
+      lock.unlock();
+      Report(StoreSilent(""));
+      return;
+    }
+  }
+}
+
+}  // namespace varuna::comm
