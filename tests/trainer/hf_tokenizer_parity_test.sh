@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tokenizer.json against SentencePiece on the whole bundled corpus: for a BPE and a unigram
+# model trained like //data:train_tokenizer's, every document must encode to SentencePiece's
+# ids and decode to SentencePiece's text with Hugging Face's own `tokenizers` (the wheel
+# ./setup.sh unpacks into .deps/site-packages). Needs no network. Fails if any id differs,
+# except, for unigram, where two segmentations score exactly the same (float32 rounding in
+# SentencePiece picks one, float64 in tokenizers the other; see hf_tokenizer_check.py).
+set -euo pipefail
+
+runfiles=${RUNFILES_DIR:-$0.runfiles}
+ws=$runfiles/${TEST_WORKSPACE:-varuna}
+reference=$ws/tests/trainer/hf_tokenizer_reference
+check=$ws/tests/trainer/hf_tokenizer_check.py
+corpus=$ws/data/corpus/fortunes.jsonl
+site=$runfiles/libtorch
+python=${PYTHON:-python3}
+
+if [[ ! -f "$site/tokenizers/__init__.py" ]]; then
+  echo "FAIL: no tokenizers package in .deps/site-packages: run ./setup.sh (it unpacks the" \
+    "pinned tokenizers==0.22.1 wheel)" >&2
+  exit 1
+fi
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+for type in bpe unigram; do
+  out=$tmp/$type
+  mkdir -p "$out"
+  "$reference" "$corpus" "$out" "$type" 4096
+  echo "== $type"
+  ties=()
+  [[ $type == unigram ]] && ties=(--unigram-ties-ok)  # see hf_tokenizer_check.py
+  PYTHONPATH=$site PYTHONNOUSERSITE=1 "$python" -S "$check" "$out" "$out/expected.jsonl" "${ties[@]}"
+done
+echo PASS
