@@ -48,7 +48,8 @@ absl::StatusOr<std::string> TrainAndConvert(const std::string& corpus, const std
   const std::string model_file = out_dir + "/sp.model";
   absl::StatusOr<std::string> bytes = varuna::ReadFileToString(model_file);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<data::SentencePieceModel> model = data::ParseSentencePieceModel(*bytes, model_file);
+  absl::StatusOr<data::SentencePieceModel> model =
+      data::ParseSentencePieceModel(*bytes, model_file);
   if (!model.ok()) return model.status();
   absl::StatusOr<trainer::HfTokenizerFiles> files =
       trainer::HuggingFaceTokenizer(*model, /*model_max_length=*/1024, model_file);
@@ -90,8 +91,8 @@ absl::Status WriteReference(const std::string& corpus, const std::string& model_
     return s;
   }
   std::printf("hf_tokenizer_reference: %lld documents, %lld tokens of %s -> %s/expected.jsonl\n",
-              static_cast<long long>(documents), static_cast<long long>(tokens),
-              model_file.c_str(), out_dir.c_str());
+              static_cast<long long>(documents), static_cast<long long>(tokens), model_file.c_str(),
+              out_dir.c_str());
   return absl::OkStatus();
 }
 
