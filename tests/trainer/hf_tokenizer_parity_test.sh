@@ -20,25 +20,29 @@ if [[ ! -f "$site/tokenizers/__init__.py" ]]; then
     "pinned tokenizers==0.22.1 wheel)" >&2
   exit 1
 fi
+# The model types: "bpe unigram" (train_tokenizer's identity normalization) or, from the
+# command line, e.g. "bpe-nfkc unigram-nfkc" (nmt_nfkc, extra whitespace removed).
+types=("$@")
+((${#types[@]})) || types=(bpe unigram)
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-# One model type per core: bpe and unigram run side by side, each logging to its own file.
+# One model type per core: the two run side by side, each logging to its own file.
 check_type() {
   local type=$1 out=$tmp/$1
   local ties=()
-  [[ $type == unigram ]] && ties=(--unigram-ties-ok) # see hf_tokenizer_check.py
+  [[ $type == unigram* ]] && ties=(--unigram-ties-ok) # see hf_tokenizer_check.py
   mkdir -p "$out"
   "$reference" "$corpus" "$out" "$type" 4096 &&
     PYTHONPATH=$site PYTHONNOUSERSITE=1 "$python" -S "$check" "$out" "$out/expected.jsonl" \
       "${ties[@]}"
 }
-check_type bpe > "$tmp/bpe.log" 2>&1 &
-bpe=$!
-check_type unigram > "$tmp/unigram.log" 2>&1 &
-unigram=$!
+pids=()
+for type in "${types[@]}"; do
+  check_type "$type" > "$tmp/$type.log" 2>&1 &
+  pids+=($!)
+done
 status=0
-wait "$bpe" || status=1
-wait "$unigram" || status=1
-for type in bpe unigram; do
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for type in "${types[@]}"; do
   echo "== $type"
   cat "$tmp/$type.log"
 done

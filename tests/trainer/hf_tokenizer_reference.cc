@@ -1,12 +1,15 @@
 // hf_tokenizer_reference: SentencePiece's own ids for every document of a corpus, the
 // reference that hf_tokenizer_check.py holds a Hugging Face tokenizer.json to.
 //
-//   hf_tokenizer_reference CORPUS.jsonl OUT_DIR bpe|unigram VOCAB_SIZE
-//       trains a SentencePiece model on CORPUS (as //data:train_tokenizer does) into
+//   hf_tokenizer_reference CORPUS.jsonl OUT_DIR TYPE VOCAB_SIZE
+//       TYPE bpe or unigram: trains a SentencePiece model on CORPUS (as
+//       //data:train_tokenizer does; TYPE bpe-nfkc or unigram-nfkc: with SentencePiece's
+//       defaults instead, nmt_nfkc and extra whitespace removed) into
 //       OUT_DIR/sp.model and writes its Hugging Face files (trainer::HuggingFaceTokenizer)
 //       into OUT_DIR, then the reference below
 //   hf_tokenizer_reference CORPUS.jsonl OUT_DIR --model MODEL
-//       only the reference, for an existing model (e.g. an export's tokenizer.model)
+//       the same for an existing model (e.g. an export's tokenizer.model): its Hugging Face
+//       files into OUT_DIR, then the reference
 //
 // The reference is OUT_DIR/expected.jsonl, one line per document in corpus order:
 // {"text": <document>, "ids": <SentencePiece's ids>, "decoded": <SentencePiece's decoding of
@@ -20,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "data/document_reader.h"
 #include "data/sentencepiece_model.h"
 #include "data/tokenizer_status.h"
@@ -34,18 +38,8 @@ absl::Status WriteJson(const std::string& path, const varuna::json::Value& json)
                                      {varuna::json::Serialize(json, /*pretty=*/true) + "\n"});
 }
 
-// Trains a model on `corpus` and writes its Hugging Face files into `out_dir`.
-absl::StatusOr<std::string> TrainAndConvert(const std::string& corpus, const std::string& out_dir,
-                                            const std::string& model_type, int vocab_size) {
-  data::TokenizerTrainOptions options;
-  options.input_files = {corpus};
-  options.model_prefix = out_dir + "/sp";
-  options.vocab_size = vocab_size;
-  options.model_type = model_type;
-  options.num_threads = 2;
-  data::DocumentSentences sentences(options.input_files, "text");
-  if (absl::Status s = data::TrainTokenizer(options, &sentences); !s.ok()) return s;
-  const std::string model_file = out_dir + "/sp.model";
+// Writes the Hugging Face files of `model_file` into `out_dir`.
+absl::Status Convert(const std::string& model_file, const std::string& out_dir) {
   absl::StatusOr<std::string> bytes = varuna::ReadFileToString(model_file);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<data::SentencePieceModel> model =
@@ -60,7 +54,27 @@ absl::StatusOr<std::string> TrainAndConvert(const std::string& corpus, const std
         std::make_pair("special_tokens_map.json", &files->special_tokens_map)}) {
     if (absl::Status s = WriteJson(out_dir + "/" + name, *json); !s.ok()) return s;
   }
-  return model_file;
+  return absl::OkStatus();
+}
+
+// Trains a model on `corpus` into `out_dir`/sp.model.
+absl::StatusOr<std::string> Train(const std::string& corpus, const std::string& out_dir,
+                                  const std::string& model_type, int vocab_size) {
+  data::TokenizerTrainOptions options;
+  options.input_files = {corpus};
+  options.model_prefix = out_dir + "/sp";
+  options.vocab_size = vocab_size;
+  absl::string_view type = model_type;
+  const bool nfkc = absl::ConsumeSuffix(&type, "-nfkc");
+  options.model_type = std::string(type);
+  options.num_threads = 2;
+  if (nfkc) {
+    options.normalization_rule_name = "nmt_nfkc";
+    options.remove_extra_whitespaces = true;
+  }
+  data::DocumentSentences sentences(options.input_files, "text");
+  if (absl::Status s = data::TrainTokenizer(options, &sentences); !s.ok()) return s;
+  return out_dir + "/sp.model";
 }
 
 absl::Status WriteReference(const std::string& corpus, const std::string& model_file,
@@ -103,21 +117,24 @@ int main(int argc, char** argv) {
   int vocab_size = 0;
   const bool existing = args.size() == 4 && args[2] == "--model";
   if (args.size() != 4 || (!existing && !absl::SimpleAtoi(args[3], &vocab_size))) {
-    std::fprintf(stderr,
-                 "usage: hf_tokenizer_reference CORPUS.jsonl OUT_DIR (bpe|unigram VOCAB_SIZE | "
-                 "--model MODEL)\n");
+    std::fprintf(
+        stderr,
+        "usage: hf_tokenizer_reference CORPUS.jsonl OUT_DIR ((bpe|unigram)[-nfkc] VOCAB_SIZE | "
+        "--model MODEL)\n");
     return 2;
   }
   std::string model_file = args[3];
   if (!existing) {
-    absl::StatusOr<std::string> trained = TrainAndConvert(args[0], args[1], args[2], vocab_size);
+    absl::StatusOr<std::string> trained = Train(args[0], args[1], args[2], vocab_size);
     if (!trained.ok()) {
       std::fprintf(stderr, "hf_tokenizer_reference: %s\n", trained.status().ToString().c_str());
       return 1;
     }
     model_file = *trained;
   }
-  if (absl::Status s = WriteReference(args[0], model_file, args[1]); !s.ok()) {
+  absl::Status s = Convert(model_file, args[1]);
+  if (s.ok()) s = WriteReference(args[0], model_file, args[1]);
+  if (!s.ok()) {
     std::fprintf(stderr, "hf_tokenizer_reference: %s\n", s.ToString().c_str());
     return 1;
   }
