@@ -16,6 +16,13 @@
 //                  add_dummy_prefix
 //   added_tokens   the control and unknown pieces (special) and user-defined ones
 //   post_processor none: the trainer adds no BOS/EOS inside a document
+// Checked against SentencePiece on the whole bundled corpus (tests/trainer:
+// hf_tokenizer_parity_test): BPE gives the same ids; unigram too, except where two
+// segmentations have exactly the same score (SentencePiece sums scores in float32,
+// `tokenizers` in float64, so rounding may pick the other one). One difference by design, as
+// in transformers' own conversions: text that spells a special piece ("</s>") encodes to that
+// piece's id in `tokenizers`, to ordinary pieces in SentencePiece; the corpus has none.
+//
 // tokenizer_config.json names PreTrainedTokenizerFast (so transformers does not guess a GPT-2
 // tokenizer from config.json's model_type), model_max_length, and the special tokens: eos is
 // the end-of-document piece the data pipeline appends (the model's eos, "</s>"), bos is the
