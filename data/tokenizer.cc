@@ -155,8 +155,8 @@ std::string TrainSentencePiece(const TokenizerTrainOptions& options, SentenceSou
       {"shuffle_input_sentence", "true"},
       {"num_threads", std::to_string(options.num_threads)},
       // Keep text exactly: no NFKC, no whitespace folding.
-      {"normalization_rule_name", "identity"},
-      {"remove_extra_whitespaces", "false"},
+      {"normalization_rule_name", options.normalization_rule_name},
+      {"remove_extra_whitespaces", options.remove_extra_whitespaces ? "true" : "false"},
       {"unk_id", std::to_string(options.unk_id)},
       {"bos_id", std::to_string(options.bos_id)},
       {"eos_id", std::to_string(options.eos_id)},

@@ -86,6 +86,11 @@ struct TokenizerTrainOptions {
   double character_coverage = 1.0;
   // Unknown characters become UTF-8 byte pieces instead of <unk>, so any text encodes.
   bool byte_fallback = true;
+  // SentencePiece's normalization rule ("identity", "nmt_nfkc", ...) and whether leading,
+  // trailing and repeated spaces are removed. The defaults keep text exactly; the others
+  // exist for tests of code that must handle any SentencePiece model (the export).
+  std::string normalization_rule_name = "identity";
+  bool remove_extra_whitespaces = false;
   // Training reads at most this many sentences, sampled uniformly from the input (0: all).
   // Keeps training on a large corpus to seconds or minutes.
   int64_t input_sentence_size = 300000;

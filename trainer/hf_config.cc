@@ -54,6 +54,13 @@ varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& c) {
   return out;
 }
 
+varuna::json::Value CheckpointModelJson(const gpt2::Gpt2Config& c) {
+  varuna::json::Value out = ModelConfigJson(c);
+  out["hidden_dropout"] = c.hidden_dropout;
+  out["attention_dropout"] = c.attention_dropout;
+  return out;
+}
+
 absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std::string& source) {
   const Value* trainer = varuna::json::Find(metadata, "trainer");
   const Value* model = trainer != nullptr ? varuna::json::Find(*trainer, "model") : nullptr;
@@ -93,6 +100,16 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std
     if (!value.ok()) return value.status();
     *field = *value;
   }
+  for (const char* key : {"hidden_dropout", "attention_dropout"}) {
+    const Value* value = varuna::json::Find(*model, key);
+    if (value != nullptr && value->get<double>() >= 1) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint ", source, ": trainer.model.", key, " in its metadata is ",
+                       varuna::json::Serialize(*value), ", expected a probability in [0, 1)"));
+    }
+  }
+  config.dropout_recorded = varuna::json::Find(*model, "hidden_dropout") != nullptr &&
+                            varuna::json::Find(*model, "attention_dropout") != nullptr;
   if (config.hidden_size % config.num_attention_heads != 0) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", source, ": trainer.model.hidden_size ", config.hidden_size,
@@ -136,6 +153,15 @@ Value HuggingFaceConfigJson(const HfModelConfig& config, int64_t eos_token_id) {
   out["eos_token_id"] = eos_token_id;
   out["tie_word_embeddings"] = true;
   out["torch_dtype"] = "float32";
+  return out;
+}
+
+Value HuggingFaceGenerationConfigJson(int64_t bos_token_id, int64_t eos_token_id,
+                                      int64_t pad_token_id) {
+  Value out = Value::object();
+  out["bos_token_id"] = bos_token_id;
+  out["eos_token_id"] = eos_token_id;
+  out["pad_token_id"] = pad_token_id;
   return out;
 }
 

@@ -27,21 +27,30 @@ struct HfModelConfig {
   // The tokenizer's vocabulary: rows of the exported wte; 0 while unknown.
   int64_t vocab_size = 0;
   double layernorm_epsilon = 1e-5;
-  // Megatron's hidden dropout (embeddings and residual branches) and attention dropout.
+  // Megatron's hidden dropout (embeddings and residual branches) and attention dropout; 0.1,
+  // Megatron's default, when the checkpoint does not record them (dropout_recorded false).
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
+  bool dropout_recorded = false;  // both dropouts were in trainer.model
 };
 
-// The "model" object the trainer records: the fields that must match on resume (sizes,
-// padded and real vocabulary, layer-norm epsilon; not the dropouts).
+// The model fields that must match on resume (sizes, padded and real vocabulary, layer-norm
+// epsilon; not the dropouts, which a resumed run may change). Also the model key of a
+// profile (profile_mode.cc).
 varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& config);
+
+// The "model" object the trainer records in every checkpoint: ModelConfigJson plus
+// hidden_dropout and attention_dropout, so that an export says what was trained. Resume
+// compares only ModelConfigJson's fields.
+varuna::json::Value CheckpointModelJson(const gpt2::Gpt2Config& config);
 
 // Reads trainer.model from a checkpoint's metadata ({"engine": ..., "trainer": ...}).
 // `source` names the checkpoint in messages. vocab_size stays 0 if the checkpoint does not
 // record it (the caller decides). Errors: DataLoss naming `source` and the field when
 // trainer.model is missing, a field is missing or not a positive integer (a number for the
-// doubles), hidden_size is not divisible by num_attention_heads, padded_vocab_size is
-// smaller than vocab_size, or max_position_embeddings is smaller than seq_length.
+// doubles; dropouts must be in [0, 1)), hidden_size is not divisible by num_attention_heads,
+// padded_vocab_size is smaller than vocab_size, or max_position_embeddings is smaller than
+// seq_length.
 absl::StatusOr<HfModelConfig> ReadHfModelConfig(const varuna::json::Value& metadata,
                                                 const std::string& source);
 
@@ -50,6 +59,11 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const varuna::json::Value& metad
 // = 4 n_embd), activation "gelu_new" (our MLP's tanh GELU), the dropouts, layer_norm_epsilon,
 // tied embeddings, float32, and bos_token_id = eos_token_id = `eos_token_id`.
 varuna::json::Value HuggingFaceConfigJson(const HfModelConfig& config, int64_t eos_token_id);
+
+// generation_config.json (transformers' GenerationConfig): bos_token_id, eos_token_id and
+// pad_token_id (pass eos_token_id when the tokenizer has no pad).
+varuna::json::Value HuggingFaceGenerationConfigJson(int64_t bos_token_id, int64_t eos_token_id,
+                                                    int64_t pad_token_id);
 
 }  // namespace trainer
 

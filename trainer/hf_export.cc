@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -17,9 +18,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "data/sentencepiece_model.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/parameter_names.h"
+#include "trainer/hf_tokenizer.h"
 #include "varuna/checkpoint/files.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/posix_file.h"
@@ -179,10 +182,19 @@ absl::Status ConvertSegment(const HfModelConfig& config, int segment, NamedTenso
   return absl::OkStatus();
 }
 
+// A file of the folder besides model.safetensors: its name and contents.
+struct FolderFile {
+  std::string name;
+  std::string contents;
+};
+
+FolderFile JsonFile(std::string name, const Value& json) {
+  return {std::move(name), varuna::json::Serialize(json, /*pretty=*/true) + "\n"};
+}
+
 // Writes the folder into a staging directory beside `out`, then renames it to `out`.
 absl::Status WriteFolder(const std::string& out, const NamedTensors& tensors,
-                         const Value& config_json, const std::string* tokenizer_bytes,
-                         uint64_t* bytes) {
+                         const std::vector<FolderFile>& files, uint64_t* bytes) {
   const fs::path target(out);
   fs::path parent = target.parent_path();
   if (parent.empty()) parent = ".";
@@ -211,15 +223,9 @@ absl::Status WriteFolder(const std::string& out, const NamedTensors& tensors,
       return s;
     }
     *bytes = written.size;
-    const std::string json = varuna::json::Serialize(config_json, /*pretty=*/true) + "\n";
-    if (absl::Status s = varuna::WriteFileAtomically(staging + "/config.json",
-                                                     staging + "/.config.json.tmp-", {json});
-        !s.ok()) {
-      return s;
-    }
-    if (tokenizer_bytes != nullptr) {
+    for (const FolderFile& file : files) {
       if (absl::Status s = varuna::WriteFileAtomically(
-              staging + "/tokenizer.model", staging + "/.tokenizer.model.tmp-", {*tokenizer_bytes});
+              staging + "/" + file.name, staging + "/." + file.name + ".tmp-", {file.contents});
           !s.ok()) {
         return s;
       }
@@ -315,6 +321,7 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
   const TokenizerChoice choice = ChooseTokenizer(options, first->metadata, source.dir);
   std::unique_ptr<data::Tokenizer> tokenizer;
   std::string tokenizer_bytes;
+  std::optional<HfTokenizerFiles> hf_tokenizer;
   if (!choice.path.empty()) {
     absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(choice.path);
     if (!loaded.ok()) return WithPrefix(loaded.status(), absl::StrCat(choice.origin, ": "));
@@ -322,11 +329,33 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
     absl::StatusOr<std::string> bytes = varuna::ReadFileToString(choice.path);
     if (!bytes.ok()) return bytes.status();
     tokenizer_bytes = std::move(*bytes);
+    absl::StatusOr<data::SentencePieceModel> proto =
+        data::ParseSentencePieceModel(tokenizer_bytes, choice.path);
+    if (!proto.ok()) return WithPrefix(proto.status(), absl::StrCat(choice.origin, ": "));
+    if (static_cast<int>(proto->pieces.size()) != tokenizer->vocab_size() ||
+        proto->eos_id != tokenizer->eod_id()) {
+      return absl::DataLossError(
+          absl::StrCat(choice.origin, ": the model file's pieces (", proto->pieces.size(), ", eos ",
+                       proto->eos_id, ") disagree with what SentencePiece loaded (",
+                       tokenizer->vocab_size(), ", eos ", tokenizer->eod_id(),
+                       "): the file changed while it was read; run the export again"));
+    }
+    absl::StatusOr<HfTokenizerFiles> converted =
+        HuggingFaceTokenizer(*proto, config->max_position_embeddings, choice.path);
+    if (!converted.ok()) return WithPrefix(converted.status(), absl::StrCat(choice.origin, ": "));
+    hf_tokenizer = std::move(*converted);
     summary.tokenizer_model = choice.path;
   } else {
     summary.notes.push_back(
-        "no tokenizer known (the checkpoint records none): tokenizer.model is not written; pass "
-        "--tokenizer-model PATH to include it");
+        "no tokenizer known (the checkpoint records none): the tokenizer files are not "
+        "written; pass --tokenizer-model PATH to include them");
+  }
+  if (!config->dropout_recorded) {
+    summary.notes.push_back(
+        absl::StrCat("dropout unknown: checkpoint ", source.dir,
+                     " predates trainer.model.hidden_dropout/attention_dropout; config.json gets ",
+                     config->hidden_dropout,
+                     " (Megatron's default) for resid_pdrop, embd_pdrop and attn_pdrop"));
   }
   const int64_t recorded_vocab = config->vocab_size;
   if (options.vocab_size > 0) {
@@ -385,13 +414,20 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
                      "lm_head.weight"));
   }
 
-  const int64_t eos = tokenizer != nullptr ? tokenizer->eod_id() : config->vocab_size - 1;
-  if (absl::Status s =
-          WriteFolder(out, tensors, HuggingFaceConfigJson(*config, eos),
-                      tokenizer != nullptr ? &tokenizer_bytes : nullptr, &summary.bytes);
-      !s.ok()) {
-    return s;
+  std::vector<FolderFile> files;
+  int64_t eos = config->vocab_size - 1, pad = eos;
+  if (hf_tokenizer.has_value()) {
+    eos = hf_tokenizer->eos_id;
+    pad = hf_tokenizer->pad_id;
+    files.push_back({"tokenizer.model", std::move(tokenizer_bytes)});
+    files.push_back(JsonFile("tokenizer.json", hf_tokenizer->tokenizer));
+    files.push_back(JsonFile("tokenizer_config.json", hf_tokenizer->tokenizer_config));
+    files.push_back(JsonFile("special_tokens_map.json", hf_tokenizer->special_tokens_map));
   }
+  files.insert(files.begin(), JsonFile("config.json", HuggingFaceConfigJson(*config, eos)));
+  files.push_back(
+      JsonFile("generation_config.json", HuggingFaceGenerationConfigJson(eos, eos, pad)));
+  if (absl::Status s = WriteFolder(out, tensors, files, &summary.bytes); !s.ok()) return s;
   summary.num_tensors = static_cast<int64_t>(tensors.size());
   return summary;
 }

@@ -6,8 +6,15 @@
 //                           (gpt2::HuggingFaceName) except lm_head.weight, which transformers
 //                           ties to transformer.wte.weight; the four Conv1D weights transposed
 //                           to [in, out]; wte cut back to the tokenizer's vocab_size rows
-//   OUT/config.json         GPT2Config: sizes from the checkpoint's model configuration
-//   OUT/tokenizer.model     a byte copy of the SentencePiece model, when one is known
+//   OUT/config.json         GPT2Config: sizes and dropouts from the checkpoint's model
+//                           configuration (dropouts 0.1, noted, if the checkpoint predates them)
+//   OUT/generation_config.json  bos = eos = the end-of-document id, pad = the tokenizer's pad
+//                           (eos if none)
+//   and, when a tokenizer is known (trainer/hf_tokenizer.h):
+//   OUT/tokenizer.json      the SentencePiece model converted for Hugging Face `tokenizers`
+//   OUT/tokenizer_config.json   PreTrainedTokenizerFast, model_max_length, special tokens
+//   OUT/special_tokens_map.json
+//   OUT/tokenizer.model     a byte copy of the SentencePiece model
 //
 // The model configuration comes from the checkpoint metadata's trainer.model object
 // (num_layers, hidden_size, num_attention_heads, seq_length, max_position_embeddings,
@@ -87,7 +94,8 @@ struct HfExportSummary {
 // incomplete or damaged ones, DataLoss mostly); InvalidArgument for --iteration that
 // contradicts a varuna_ckpt_<n> CKPT, a missing vocab_size (pass --vocab-size or
 // --tokenizer-model), a vocab_size above padded_vocab_size, or a tokenizer whose size
-// differs from vocab_size; DataLoss for a missing model configuration (ReadHfModelConfig),
+// differs from vocab_size, or one HuggingFaceTokenizer cannot convert; DataLoss for a
+// missing model configuration (ReadHfModelConfig),
 // a missing GPT-2 parameter or one with the wrong shape; FailedPrecondition if OUT exists
 // and is not an empty directory; NotFound / InvalidArgument from data::LoadTokenizer for a
 // missing or unusable tokenizer; errno statuses naming the path for I/O.

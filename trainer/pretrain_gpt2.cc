@@ -94,7 +94,8 @@ absl::StatusOr<double> Evaluate(varuna::Varuna& engine, const GptData& data, dat
 
 // What a checkpoint records besides the engine's state.
 struct SavedContext {
-  Value model;                  // ModelConfigJson
+  Value model;                  // ModelConfigJson: compared on resume
+  Value model_record;           // CheckpointModelJson: what the checkpoint records
   std::string tokenizer_model;  // absolute path, for export_hf
   Value lr_schedule;
   std::string data_fingerprint;
@@ -106,7 +107,7 @@ absl::Status Save(varuna::Varuna& engine, const TrainerArguments& a, const Train
   trainer["iteration"] = state.iteration;
   trainer["consumed_samples"] = state.consumed_samples;
   trainer["skipped_iterations"] = state.skipped;
-  trainer["model"] = context.model;
+  trainer["model"] = context.model_record;
   trainer["tokenizer_model"] = context.tokenizer_model;
   trainer["lr_schedule"] = context.lr_schedule;
   trainer["data_fingerprint"] = context.data_fingerprint;
@@ -206,6 +207,7 @@ SavedContext MakeSavedContext(const TrainerArguments& a, const gpt2::Gpt2Config&
   const LrScheduleOptions schedule = ScheduleOptions(a);
   SavedContext context;
   context.model = ModelConfigJson(config);
+  context.model_record = CheckpointModelJson(config);
   context.tokenizer_model = inputs.tokenizer_model.empty()
                                 ? ""
                                 : std::filesystem::absolute(inputs.tokenizer_model).string();

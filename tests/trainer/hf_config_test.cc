@@ -52,6 +52,7 @@ TEST(HfConfigTest, ReadsTheModelAndWritesGpt2Config) {
   EXPECT_DOUBLE_EQ(config->layernorm_epsilon, 1e-6);
   EXPECT_DOUBLE_EQ(config->hidden_dropout, 0.0);
   EXPECT_DOUBLE_EQ(config->attention_dropout, 0.1);  // not recorded: the default
+  EXPECT_FALSE(config->dropout_recorded);
 
   const Value json = HuggingFaceConfigJson(*config, 7);
   absl::StatusOr<Value> expected = varuna::json::Parse(R"({
@@ -115,6 +116,55 @@ TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
   config = ReadHfModelConfig(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()), HasSubstr("vocab_size 200 exceeds padded_vocab_size 128"));
+}
+
+TEST(HfConfigTest, CheckpointRecordsTheDropoutsAndExportWritesThem) {
+  gpt2::Gpt2Config trained;
+  trained.num_layers = 2;
+  trained.hidden_size = 32;
+  trained.num_attention_heads = 2;
+  trained.seq_length = 16;
+  trained.max_position_embeddings = 16;
+  trained.vocab_size = 100;
+  trained.hidden_dropout = 0.0;
+  trained.attention_dropout = 0.05;
+  // The resume comparison's fields stay as they were; the record adds the dropouts.
+  const Value compared = ModelConfigJson(trained);
+  EXPECT_EQ(varuna::json::Find(compared, "hidden_dropout"), nullptr);
+  EXPECT_EQ(varuna::json::Find(compared, "attention_dropout"), nullptr);
+  const Value record = CheckpointModelJson(trained);
+  for (const auto& [key, value] : compared.items()) EXPECT_EQ(record[key], value) << key;
+  EXPECT_EQ(record.size(), compared.size() + 2);
+
+  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Metadata(record), "ckpt_x");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->dropout_recorded);
+  EXPECT_DOUBLE_EQ(config->hidden_dropout, 0.0);
+  EXPECT_DOUBLE_EQ(config->attention_dropout, 0.05);
+  const Value json = HuggingFaceConfigJson(*config, 2);
+  EXPECT_DOUBLE_EQ(json["resid_pdrop"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(json["embd_pdrop"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(json["attn_pdrop"].get<double>(), 0.05);
+
+  // A checkpoint written before the dropouts were recorded: Megatron's default, flagged.
+  config = ReadHfModelConfig(Metadata(compared), "ckpt_x");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->dropout_recorded);
+  EXPECT_DOUBLE_EQ(config->hidden_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(config->attention_dropout, 0.1);
+
+  Value bad = record;
+  bad["attention_dropout"] = 1.0;
+  config = ReadHfModelConfig(Metadata(bad), "ckpt_x");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(config.status()),
+              AllOf(HasSubstr("ckpt_x"), HasSubstr("attention_dropout"), HasSubstr("[0, 1)")));
+}
+
+TEST(HfConfigTest, GenerationConfig) {
+  EXPECT_EQ(varuna::json::Serialize(HuggingFaceGenerationConfigJson(2, 2, 3)),
+            R"({"bos_token_id":2,"eos_token_id":2,"pad_token_id":3})");
 }
 
 TEST(HfConfigTest, OlderCheckpointsLackVocabSizeAndEpsilon) {

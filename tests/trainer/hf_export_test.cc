@@ -197,7 +197,8 @@ TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
   absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(Options(save_dir_));
   ASSERT_TRUE(summary.ok()) << summary.status();
 
-  EXPECT_THAT(Listing(out_), ElementsAre("config.json", "model.safetensors"));
+  EXPECT_THAT(Listing(out_),
+              ElementsAre("config.json", "generation_config.json", "model.safetensors"));
   EXPECT_THAT(Listing(root_ + "/exports"), ElementsAre("gpt2"));  // no staging leftovers
   EXPECT_EQ(summary->iteration, 7);
   EXPECT_EQ(summary->checkpoint_dir, save_dir_ + "/varuna_ckpt_7");
@@ -206,6 +207,10 @@ TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
   EXPECT_THAT(summary->Line(), AllOf(HasSubstr("varuna_ckpt_7"), HasSubstr("iteration 7"),
                                      HasSubstr("28 tensors"), HasSubstr(out_)));
   EXPECT_THAT(summary->notes, testing::Contains(HasSubstr("no tokenizer")));
+  // ModelJson is a record without dropouts, as checkpoints written before they were recorded.
+  EXPECT_THAT(summary->notes,
+              testing::Contains(AllOf(HasSubstr("dropout unknown"), HasSubstr("0.1"),
+                                      HasSubstr("Megatron's default"))));
   EXPECT_THAT(summary->warnings, ElementsAre());
 
   absl::StatusOr<varuna::SafetensorsFile> file =
@@ -260,6 +265,27 @@ TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
   EXPECT_EQ(varuna::json::Find(*config, "bos_token_id")->get<int64_t>(), kVocab - 1);
   EXPECT_EQ(varuna::json::Find(*config, "eos_token_id")->get<int64_t>(), kVocab - 1);
   EXPECT_EQ(varuna::json::Find(*config, "torch_dtype")->get<std::string>(), "float32");
+  absl::StatusOr<Value> generation =
+      varuna::json::Parse(ReadText(out_ + "/generation_config.json"));
+  ASSERT_TRUE(generation.ok()) << generation.status();
+  EXPECT_EQ(varuna::json::Serialize(*generation),
+            absl::StrCat(R"({"bos_token_id":)", kVocab - 1, R"(,"eos_token_id":)", kVocab - 1,
+                         R"(,"pad_token_id":)", kVocab - 1, "}"));
+}
+
+TEST_F(HfExportTest, ConfigJsonHasTheTrainedDropouts) {
+  gpt2::Gpt2Config config = TinyConfig();
+  config.hidden_dropout = 0.0;
+  config.attention_dropout = 0.05;
+  WriteTinyCheckpoint(7, 0.5f, config, CheckpointModelJson(config));
+  absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(Options(save_dir_));
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_THAT(summary->notes, testing::Not(testing::Contains(HasSubstr("dropout"))));
+  absl::StatusOr<Value> json = varuna::json::Parse(ReadText(out_ + "/config.json"));
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_DOUBLE_EQ(varuna::json::Find(*json, "resid_pdrop")->get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(varuna::json::Find(*json, "embd_pdrop")->get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(varuna::json::Find(*json, "attn_pdrop")->get<double>(), 0.05);
 }
 
 TEST_F(HfExportTest, PicksTheNamedOrRequestedCheckpoint) {
@@ -511,8 +537,33 @@ TEST_F(HfExportTokenizerTest, CopiesTheTokenizerAndUsesItsEod) {
   absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(options);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->tokenizer_model, *model_file_);
-  EXPECT_THAT(Listing(out_), ElementsAre("config.json", "model.safetensors", "tokenizer.model"));
+  EXPECT_THAT(Listing(out_),
+              ElementsAre("config.json", "generation_config.json", "model.safetensors",
+                          "special_tokens_map.json", "tokenizer.json", "tokenizer.model",
+                          "tokenizer_config.json"));
   EXPECT_EQ(ReadText(out_ + "/tokenizer.model"), ReadText(*model_file_));
+  // The tokenizer files (their structure is hf_tokenizer_test's; ids hf_tokenizer_parity_test's).
+  absl::StatusOr<Value> tokenizer = varuna::json::Parse(ReadText(out_ + "/tokenizer.json"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)["model"]["type"], "BPE");
+  EXPECT_EQ((*tokenizer)["model"]["vocab"].size(), static_cast<size_t>(kTokenizerVocab));
+  EXPECT_EQ((*tokenizer)["model"]["vocab"]["</s>"], 2);
+  EXPECT_FALSE((*tokenizer)["model"]["vocab"].contains("<|endoftext|>"));
+  absl::StatusOr<Value> tokenizer_config =
+      varuna::json::Parse(ReadText(out_ + "/tokenizer_config.json"));
+  ASSERT_TRUE(tokenizer_config.ok()) << tokenizer_config.status();
+  EXPECT_EQ((*tokenizer_config)["tokenizer_class"], "PreTrainedTokenizerFast");
+  EXPECT_EQ((*tokenizer_config)["model_max_length"], 16);  // n_positions
+  EXPECT_EQ((*tokenizer_config)["eos_token"], "</s>");
+  EXPECT_EQ((*tokenizer_config)["pad_token"], "<pad>");
+  absl::StatusOr<Value> map = varuna::json::Parse(ReadText(out_ + "/special_tokens_map.json"));
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ((*map)["eos_token"], "</s>");
+  absl::StatusOr<Value> generation =
+      varuna::json::Parse(ReadText(out_ + "/generation_config.json"));
+  ASSERT_TRUE(generation.ok()) << generation.status();
+  EXPECT_EQ(varuna::json::Serialize(*generation),
+            R"({"bos_token_id":2,"eos_token_id":2,"pad_token_id":3})");
   absl::StatusOr<Value> json = varuna::json::Parse(ReadText(out_ + "/config.json"));
   ASSERT_TRUE(json.ok());
   EXPECT_EQ(varuna::json::Find(*json, "vocab_size")->get<int64_t>(), kTokenizerVocab);
