@@ -1,5 +1,7 @@
 // Reading back TensorBoard event files of scalars (event_file_writer.h's, or any whose
-// summaries hold simple_value scalars): for tests and for checking a run's output.
+// summaries hold simple_value scalars): for tests and for checking a run's output. It parses
+// with the protoc-generated classes and so links Debian's libprotobuf: not for programs that
+// link SentencePiece (see event_encoding.h).
 //
 // Thread safety: the functions touch only the named files.
 #ifndef VARUNA_TRAINER_TENSORBOARD_EVENT_FILE_READER_H_

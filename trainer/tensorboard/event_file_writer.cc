@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "trainer/tensorboard/event.pb.h"
+#include "trainer/tensorboard/event_encoding.h"
 #include "trainer/tensorboard/tf_record.h"
 
 namespace trainer::tensorboard {
@@ -22,12 +22,6 @@ std::string HostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
   return name;
-}
-
-std::string Framed(const ::tensorboard::Event& event) {
-  std::string data;
-  event.SerializeToString(&data);
-  return FrameRecord(data);
 }
 
 }  // namespace
@@ -62,11 +56,7 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Open(
   if (!file.ok()) return file.status();
   std::unique_ptr<EventFileWriter> writer(
       new EventFileWriter(*std::move(file), options.queue_size));
-  ::tensorboard::Event first;
-  first.set_wall_time(now);
-  first.set_file_version(kFileVersion);
-  first.mutable_source_metadata()->set_writer(options.writer);
-  writer->queued_ = Framed(first);
+  writer->queued_ = FrameRecord(EncodeFileVersionEvent(now, kFileVersion, options.writer));
   if (absl::Status status = writer->Flush(); !status.ok()) return status;
   return writer;
 }
@@ -78,13 +68,7 @@ EventFileWriter::~EventFileWriter() {
 absl::Status EventFileWriter::AddScalar(absl::string_view tag, int64_t step, double value) {
   if (!error_.ok()) return error_;
   if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
-  ::tensorboard::Event event;
-  event.set_wall_time(WallTime());
-  event.set_step(step);
-  ::tensorboard::Summary::Value* summary = event.mutable_summary()->add_value();
-  summary->set_tag(std::string(tag));
-  summary->set_simple_value(static_cast<float>(value));
-  queued_ += Framed(event);
+  queued_ += FrameRecord(EncodeScalarEvent(WallTime(), step, tag, static_cast<float>(value)));
   if (++queued_events_ >= queue_size_) return Flush();
   return absl::OkStatus();
 }

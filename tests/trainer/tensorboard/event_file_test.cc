@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/tensorboard/event.pb.h"
+#include "trainer/tensorboard/event_encoding.h"
 #include "trainer/tensorboard/event_file_reader.h"
 #include "trainer/tensorboard/event_file_writer.h"
 #include "trainer/tensorboard/tf_record.h"
@@ -50,6 +51,41 @@ TEST(TfRecordTest, EventProtoMatchesTensorBoards) {
   ASSERT_TRUE(event.SerializeToString(&bytes));
   EXPECT_EQ(absl::BytesToHexString(bytes),
             "09000000000000f83f10072a100a0e0a076c6d206c6f73731500002040");
+}
+
+// Our encoder against protobuf's serializer of the generated classes, over zero, negative and
+// large values and the file-version event.
+TEST(EventEncodingTest, EncodesAsProtobufDoes) {
+  struct Case {
+    double wall_time;
+    int64_t step;
+    std::string tag;
+    float value;
+  };
+  for (const Case& c : std::vector<Case>{{1.5, 7, "lm loss", 2.5f},
+                                         {0.0, 0, "learning-rate", 0.0f},
+                                         {1764000000.123, -3, "", -1e-30f},
+                                         {-2.0, int64_t{1} << 40, std::string(300, 'x'), 1e30f}}) {
+    ::tensorboard::Event event;
+    event.set_wall_time(c.wall_time);
+    event.set_step(c.step);
+    ::tensorboard::Summary::Value* value = event.mutable_summary()->add_value();
+    value->set_tag(c.tag);
+    value->set_simple_value(c.value);
+    std::string expected;
+    ASSERT_TRUE(event.SerializeToString(&expected));
+    EXPECT_EQ(absl::BytesToHexString(EncodeScalarEvent(c.wall_time, c.step, c.tag, c.value)),
+              absl::BytesToHexString(expected))
+        << c.step;
+  }
+  ::tensorboard::Event first;
+  first.set_wall_time(1764000000.5);
+  first.set_file_version("brain.Event:2");
+  first.mutable_source_metadata()->set_writer("varuna pretrain_gpt2");
+  std::string expected;
+  ASSERT_TRUE(first.SerializeToString(&expected));
+  EXPECT_EQ(EncodeFileVersionEvent(1764000000.5, "brain.Event:2", "varuna pretrain_gpt2"),
+            expected);
 }
 
 TEST(EventFileTest, WritesScalarsThatReadBack) {
