@@ -10,7 +10,7 @@
 # before it has changed anything:
 #   1. checks the platform, Python (>= 3.8, with pip) and, with --cuda, /usr/local/cuda;
 #   2. installs the missing Debian packages (Bazel 4.2, GCC, Abseil, SentencePiece,
-#      GoogleTest, Gloo, nlohmann/json) with apt-get, as root or through sudo;
+#      GoogleTest, Gloo, nlohmann/json, Protocol Buffers) with apt-get, as root or through sudo;
 #   3. fetches the pinned PyPI wheels (torch==2.11.0 and the two CUDA runtime libraries that
 #      libtorch_cpu.so itself links: libcudart.so.13 and libcupti.so.13), checks their
 #      sha256, keeps them in ~/.cache/varuna/wheels so fresh clones do not download again,
@@ -54,7 +54,7 @@ readonly CUDA_WHEELS=(
   "nvidia-nvshmem-cu13==3.4.5 290f0a2ee94c9f3687a02502f3b9299a9f9fe826e6d0287ee18482e78d495b80 nvidia_nvshmem_cu13-3.4.5-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl nvidia/nvshmem/lib/libnvshmem_host.so.3"
 )
 readonly APT_PACKAGES=(bazel-bootstrap g++ libabsl-dev libsentencepiece-dev sentencepiece
-  libgtest-dev libgloo-dev nlohmann-json3-dev)
+  libgtest-dev libgloo-dev nlohmann-json3-dev libprotobuf-dev protobuf-compiler)
 
 want_cuda=0
 for arg in "$@"; do

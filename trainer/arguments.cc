@@ -78,6 +78,21 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "stage checkpoints on this local disk, move them to --save in the background");
   p.Add("shard", &a.shard, "the replicas of each stage split the checkpoint writing");
   p.Add("metrics-file", &a.metrics_file, "also write every log line as JSON to this file");
+  p.Add("tensorboard-dir", &a.tensorboard_dir,
+        "write TensorBoard event files of the run's scalars to this directory (rank 0)");
+  p.Add("tensorboard-log-interval", &a.tensorboard_log_interval,
+        "steps between the per-step TensorBoard scalars (loss, learning rate, ...)");
+  p.Add("tensorboard-queue-size", &a.tensorboard_queue_size,
+        "TensorBoard events held in memory before they are written (they are also written at "
+        "every --tensorboard-log-interval)");
+  p.Add("log-loss-scale-to-tensorboard", &a.log_loss_scale_to_tensorboard,
+        "write the loss scale to TensorBoard (--no-log-loss-scale-to-tensorboard: do not)");
+  p.Add("log-validation-ppl-to-tensorboard", &a.log_validation_ppl_to_tensorboard,
+        "also write the validation and test perplexity to TensorBoard");
+  p.Add("log-memory-to-tensorboard", &a.log_memory_to_tensorboard,
+        "write the CUDA allocator's memory statistics to TensorBoard (no-op on the CPU)");
+  p.Add("log-timers-to-tensorboard", &a.log_timers_to_tensorboard,
+        "write the time per iteration to TensorBoard (iteration-time, seconds)");
   p.Add("varuna", &a.varuna, "run under the Varuna engine (always on; accepted for scripts)");
   p.Add("stage_to_rank_map", &a.stage_to_rank_map, "Varuna stage map, e.g. \"0,2;1,3;\"");
   p.Add("chunk_size", &a.chunk_size, "micro-batch size (0: --batch-size)");
@@ -249,6 +264,23 @@ absl::Status Validate(const TrainerArguments& a) {
       return Invalid(absl::StrCat(flag, " needs --save=DIR (where checkpoints go)"));
     }
   }
+  if (a.tensorboard_log_interval < 1 || a.tensorboard_queue_size < 1) {
+    return Invalid(absl::StrCat("--tensorboard-log-interval=", a.tensorboard_log_interval,
+                                " and --tensorboard-queue-size=", a.tensorboard_queue_size,
+                                " must be at least 1"));
+  }
+  if (a.tensorboard_dir.empty()) {
+    for (const auto& [flag, given] :
+         {std::pair<const char*, bool>{"--log-validation-ppl-to-tensorboard",
+                                       a.log_validation_ppl_to_tensorboard},
+          {"--log-memory-to-tensorboard", a.log_memory_to_tensorboard},
+          {"--log-timers-to-tensorboard", a.log_timers_to_tensorboard}}) {
+      if (given) {
+        return Invalid(
+            absl::StrCat(flag, " needs --tensorboard-dir=DIR (where the event files go)"));
+      }
+    }
+  }
   if (a.resume_step >= 0 && a.load.empty()) {
     return Invalid(absl::StrCat("--resume_step=", a.resume_step,
                                 " needs --load=DIR (the checkpoints to resume from)"));
@@ -344,7 +376,19 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   TrainerArguments a;
   FlagParser parser;
   Register(parser, a);
+  // Megatron's switch that turns a default-on TensorBoard scalar off.
+  bool no_loss_scale = false;
+  parser.Add("no-log-loss-scale-to-tensorboard", &no_loss_scale,
+             "do not write the loss scale to TensorBoard");
   if (absl::Status status = parser.Parse(args); !status.ok()) return status;
+  if (no_loss_scale) {
+    if (parser.WasSet("log-loss-scale-to-tensorboard") && a.log_loss_scale_to_tensorboard) {
+      return Invalid(
+          "--log-loss-scale-to-tensorboard and --no-log-loss-scale-to-tensorboard contradict "
+          "each other: give one");
+    }
+    a.log_loss_scale_to_tensorboard = false;
+  }
   if (parser.help_requested()) {
     a.help_requested = true;
     a.help = parser.Help();

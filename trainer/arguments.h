@@ -71,6 +71,14 @@ struct TrainerArguments {
   std::string checkpoint_tmpdir;  // Stage checkpoints here (Varuna's tempdir); empty: none.
   bool shard = false;             // Replicas split the checkpoint writing (Varuna's --shard).
   std::string metrics_file;
+  // TensorBoard (Megatron's flags): scalars in event files in --tensorboard-dir, from rank 0.
+  std::string tensorboard_dir;
+  int64_t tensorboard_log_interval = 1;
+  int64_t tensorboard_queue_size = 1000;
+  bool log_loss_scale_to_tensorboard = true;  // Off with --no-log-loss-scale-to-tensorboard.
+  bool log_validation_ppl_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;  // CUDA allocator statistics (none on the CPU).
+  bool log_timers_to_tensorboard = false;  // iteration-time
 
   // Varuna.
   bool varuna = false;

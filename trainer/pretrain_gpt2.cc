@@ -7,7 +7,8 @@
 // One step: the data gives this replica's batch, Varuna::step runs forward, backward and the
 // update, the LR schedule moves only on applied steps; every --log-interval a line with loss,
 // loss scale, grad norm, throughput and MFU; every --eval-interval the validation loss; every
-// --save-interval a checkpoint.
+// --save-interval a checkpoint; with --tensorboard-dir the scalars also go to TensorBoard event
+// files (trainer/tensorboard_log.h).
 #include <ATen/ATen.h>
 #include <ATen/DeviceAccelerator.h>
 
@@ -40,6 +41,7 @@
 #include "trainer/profile_mode.h"
 #include "trainer/setup.h"
 #include "trainer/stop_signal.h"
+#include "trainer/tensorboard_log.h"
 #include "trainer/throughput.h"
 #include "trainer/training_log.h"
 #include "varuna/comm/world.h"
@@ -341,13 +343,44 @@ class LogInterval {
   int64_t steps_ = 0;
 };
 
+// The scalars of one step, for TensorBoard: its own loss (NaN when it was skipped), not the
+// interval's mean.
+StepRecord OneStep(const varuna::StepResult& result, const TrainingState& state,
+                   varuna::Varuna& engine) {
+  StepRecord record;
+  record.iteration = state.iteration;
+  record.consumed_samples = state.consumed_samples;
+  record.lr = engine.optimizer().options().lr;
+  record.loss = result.overflow ? std::numeric_limits<double>::quiet_NaN() : result.loss;
+  record.loss_scale = result.loss_scale;
+  record.grad_norm = result.grad_norm;
+  record.skipped = state.skipped;
+  return record;
+}
+
+// The CUDA caching allocator's statistics of `device` (Megatron's torch.cuda.memory_stats
+// scalars); nullopt on the CPU, which has no such allocator.
+std::optional<DeviceMemory> MemoryOf(const c10::Device& device) {
+  if (!device.is_cuda()) return std::nullopt;
+  const c10::CachingDeviceAllocator::DeviceStats stats =
+      at::accelerator::getDeviceStats(device.index());
+  constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  DeviceMemory memory;
+  memory.reserved_bytes = stats.reserved_bytes[kAll].current;
+  memory.allocated_bytes = stats.allocated_bytes[kAll].current;
+  memory.max_allocated_bytes = stats.allocated_bytes[kAll].peak;
+  memory.allocated_count = stats.allocation[kAll].current;
+  return memory;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// `mode_lines`: what --deterministic set (EnterDeterministicMode), for the start-up log.
+// `mode_lines`: what --deterministic set (EnterDeterministicMode), for the start-up log;
+// `tensorboard`: the TensorBoard log on rank 0 with --tensorboard-dir, else null.
 absl::Status Run(const TrainerArguments& a, const std::string& argv0,
-                 const std::vector<std::string>& mode_lines) {
+                 const std::vector<std::string>& mode_lines, TensorBoardLog* tensorboard) {
   // 1. Everything that can be checked without touching a file is checked first.
   absl::StatusOr<Vocabulary> vocabulary = KnownVocabulary(a);
   if (!vocabulary.ok()) return vocabulary.status();
@@ -412,6 +445,13 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   if (!resumed.ok()) return resumed.status();
   TrainingState state = *resumed;
   const int64_t first_iteration = state.iteration;
+  if (tensorboard != nullptr) {
+    if (!a.load.empty()) tensorboard->SkipThrough(state.iteration);
+    log.Info(absl::StrCat("> tensorboard: ", tensorboard->path()));
+    if (a.log_memory_to_tensorboard && !engine_options->device.is_cuda()) {
+      log.Info("> tensorboard: no memory scalars on the CPU (--log-memory-to-tensorboard)");
+    }
+  }
 
   // 4. Train: step, log, evaluate, checkpoint, until --train-iters, a stop or --exit-interval.
   const LrSchedule schedule(ScheduleOptions(a));
@@ -426,6 +466,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
     absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
     if (!loss.ok()) return loss.status();
     log.Eval({0, "validation", *loss});
+    if (tensorboard != nullptr) {
+      if (absl::Status s = tensorboard->Eval({0, "validation", *loss}, 0); !s.ok()) return s;
+    }
   }
   LogInterval interval;
   bool saved_last = false;
@@ -450,9 +493,20 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       log.Info(absl::StrFormat("iteration %d skipped: inf/NaN in the gradients (loss scale %g)",
                                state.iteration, result->loss_scale));
     }
+    if (tensorboard != nullptr && tensorboard->WantsStep(state.iteration)) {
+      const std::optional<DeviceMemory> memory =
+          a.log_memory_to_tensorboard ? MemoryOf(engine_options->device) : std::nullopt;
+      if (absl::Status s = tensorboard->Step(OneStep(*result, state, engine), memory); !s.ok()) {
+        return s;
+      }
+    }
     if (state.iteration % a.log_interval == 0) {
-      log.Step(interval.Take(a, state, engine, cost));
+      const StepRecord record = interval.Take(a, state, engine, cost);
+      log.Step(record);
       if (!log.status().ok()) return log.status();
+      if (tensorboard != nullptr) {
+        if (absl::Status s = tensorboard->Throughput(record); !s.ok()) return s;
+      }
     }
     if (result->stop) {
       stopped = true;
@@ -469,6 +523,13 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       absl::StatusOr<double> loss = Evaluate(engine, **data, data::Split::kValid, a.eval_iters);
       if (!loss.ok()) return loss.status();
       log.Eval({state.iteration, "validation", *loss});
+      if (tensorboard != nullptr) {
+        if (absl::Status s =
+                tensorboard->Eval({state.iteration, "validation", *loss}, state.consumed_samples);
+            !s.ok()) {
+          return s;
+        }
+      }
     }
     if (!a.save.empty() && a.save_interval > 0 && state.iteration % a.save_interval == 0) {
       if (absl::Status s = Save(engine, a, state, context, log); !s.ok()) return s;
@@ -495,7 +556,12 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       if (!(*data)->has(split)) continue;
       absl::StatusOr<double> loss = Evaluate(engine, **data, split, a.eval_iters);
       if (!loss.ok()) return loss.status();
-      log.Eval({state.iteration, split == data::Split::kValid ? "validation" : "test", *loss});
+      const EvalRecord record{state.iteration, split == data::Split::kValid ? "validation" : "test",
+                              *loss};
+      log.Eval(record);
+      if (tensorboard != nullptr) {
+        if (absl::Status s = tensorboard->Eval(record, state.consumed_samples); !s.ok()) return s;
+      }
     }
   }
   return log.status();
@@ -533,9 +599,18 @@ int main(int argc, char** argv) {
     }
     mode_lines = *std::move(entered);
   }
+  // --tensorboard-dir is checked (created, a file opened in it) before anything else runs; a
+  // directory that cannot hold the event files is a usage error, like a bad flag.
+  absl::StatusOr<std::unique_ptr<trainer::TensorBoardLog>> tensorboard =
+      trainer::OpenTensorBoardLog(*arguments);
+  if (!tensorboard.ok()) {
+    std::fprintf(stderr, "pretrain_gpt2: error: %s\n",
+                 std::string(tensorboard.status().message()).c_str());
+    return 2;
+  }
   absl::Status status;
   try {
-    status = trainer::Run(*arguments, argv[0], mode_lines);
+    status = trainer::Run(*arguments, argv[0], mode_lines, tensorboard->get());
   } catch (const std::exception& e) {  // LibTorch reports, e.g., CUDA out of memory this way.
     status = absl::InternalError(e.what());
   }

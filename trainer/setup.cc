@@ -117,20 +117,43 @@ std::string DescribeTransport(const varuna::VarunaOptions& engine) {
   return text;
 }
 
+// `flag` when it is set (>= 0), else the environment variable `name`, else 0.
+absl::StatusOr<int> FlagOrEnvironment(int flag, const char* name) {
+  if (flag >= 0) return flag;
+  const char* text = std::getenv(name);
+  int value = 0;
+  if (text != nullptr && !absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the environment variable ", name, "=\"", text, "\" is not a rank"));
+  }
+  return value;
+}
+
 }  // namespace
+
+absl::StatusOr<int> ProcessRank(const TrainerArguments& a) {
+  return FlagOrEnvironment(a.rank, "RANK");
+}
+
+absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(const TrainerArguments& a) {
+  if (a.tensorboard_dir.empty() || a.profiling || a.print_model_summary) return nullptr;
+  absl::StatusOr<int> rank = ProcessRank(a);
+  if (!rank.ok()) return rank.status();
+  if (*rank != 0) return nullptr;
+  TensorBoardOptions options;
+  options.dir = ResolveUserPath(a.tensorboard_dir);
+  options.log_interval = a.tensorboard_log_interval;
+  options.queue_size = a.tensorboard_queue_size;
+  options.log_loss_scale = a.log_loss_scale_to_tensorboard;
+  options.log_validation_ppl = a.log_validation_ppl_to_tensorboard;
+  options.log_memory = a.log_memory_to_tensorboard;
+  options.log_timers = a.log_timers_to_tensorboard;
+  return TensorBoardLog::Open(options);
+}
 
 absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   varuna::VarunaOptions options;
-  auto from_env = [](int flag, const char* name) -> absl::StatusOr<int> {
-    if (flag >= 0) return flag;
-    const char* text = std::getenv(name);
-    int value = 0;
-    if (text != nullptr && !absl::SimpleAtoi(text, &value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the environment variable ", name, "=\"", text, "\" is not a rank"));
-    }
-    return value;
-  };
+  const auto from_env = FlagOrEnvironment;
   absl::StatusOr<int> rank = from_env(a.rank, "RANK");
   if (!rank.ok()) return rank.status();
   absl::StatusOr<int> local_rank = from_env(a.local_rank, "LOCAL_RANK");

@@ -19,6 +19,7 @@
 #include "trainer/arguments.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
+#include "trainer/tensorboard_log.h"
 #include "trainer/training_log.h"
 #include "varuna/comm/heartbeat.h"
 #include "varuna/comm/world.h"
@@ -69,6 +70,16 @@ absl::Status CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
 // The log (stdout and the metrics file, on rank 0 only). A fresh sample run starts a fresh
 // metrics file in the sample folder; a resumed one continues it.
 absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArguments& a, bool rank0);
+
+// This process's rank: --rank, else the environment's RANK, else 0. InvalidArgument for a RANK
+// that is not a number.
+absl::StatusOr<int> ProcessRank(const TrainerArguments& a);
+
+// The TensorBoard log of --tensorboard-dir, on rank 0 (the rank that logs); null without the
+// flag, on the other ranks, and for --profiling and --print-model-summary, which train nothing.
+// pretrain_gpt2 opens it before anything else and exits with status 2 on an error (a directory
+// it cannot create or write), as for a bad flag.
+absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(const TrainerArguments& a);
 
 // Where the training data and tokenizer are: the flags', or for the sample run the bundled
 // corpus, which rank 0 tokenizes and preprocesses on first use (the other ranks wait for it).
