@@ -124,6 +124,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("cross-entropy-loss-fusion", &a.cross_entropy_loss_fusion,
         "the LM head and the cross entropy a chunk of tokens at a time, never holding the "
         "whole [tokens, vocab] logits (the same loss, less memory)");
+  p.Add("bias-dropout-fusion", &a.bias_dropout_fusion,
+        "each residual add as one fused op: the output projection without its bias, then bias, "
+        "dropout and the residual add in one pass (the same model; on by default)");
+  p.Add("no-bias-dropout-fusion", &a.no_bias_dropout_fusion,
+        "turn --bias-dropout-fusion off: the unfused linear + dropout + add");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
   p.Add("heartbeat-timeout-seconds", &a.heartbeat_timeout_seconds,
@@ -399,6 +404,13 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
         "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
         "metrics-file", "tokenizer-model", "warmup"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
+  }
+  if (a.no_bias_dropout_fusion) {
+    if (parser.WasSet("bias-dropout-fusion") && a.bias_dropout_fusion) {
+      return Invalid(
+          "--bias-dropout-fusion and --no-bias-dropout-fusion were both given: keep one");
+    }
+    a.bias_dropout_fusion = false;
   }
   if (a.data_path.empty()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;

@@ -105,6 +105,11 @@ struct TrainerArguments {
   // Megatron's --cross-entropy-loss-fusion: the LM head and the loss a chunk of tokens at a
   // time, without the [tokens, V] logits (varuna/kernels/lm_head_cross_entropy.h).
   bool cross_entropy_loss_fusion = false;
+  // Megatron's --bias-dropout-fusion (on by default, as there; --no-bias-dropout-fusion turns it
+  // off): each residual add runs c_proj without its bias, then bias + dropout + add in one op
+  // (varuna/kernels/bias_dropout_add.h). The same model either way.
+  bool bias_dropout_fusion = true;
+  bool no_bias_dropout_fusion = false;  // --no-bias-dropout-fusion, folded into the above
   int distributed_timeout_minutes = 10;
   // A rank whose heartbeat (varuna/comm/heartbeat.h) stops for this long is reported by name
   // and the job ends, long before the distributed timeout. 0: no heartbeat.

@@ -26,7 +26,9 @@
 //   causal_softmax (one row per warp or block, fixed shuffle tree), multi_tensor (squared L2
 //     norm: per-chunk block sums, then one block in chunk order; the inf flag is a store of
 //     1.0f by any block, order-free), fused_adam (elementwise), softmax_cross_entropy (a block
-//     per row, fixed reduction tree; --cross-entropy-loss-fusion).
+//     per row, fixed reduction tree; --cross-entropy-loss-fusion), bias_dropout_add (bias grad:
+//     the two stages of bias_gelu; the dropout mask from Philox by element index;
+//     --bias-dropout-fusion).
 //
 // Thread safety: EnterDeterministicMode changes the environment and LibTorch's global context:
 // call it once from main, before other threads start. The other functions are pure.

@@ -16,6 +16,7 @@ absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
   gpt2::Gpt2ExecutionOptions execution;
   execution.attention = attention->backend;
   execution.fused_cross_entropy = options.fused_cross_entropy;
+  execution.bias_dropout_fusion = options.bias_dropout_fusion;
   at::manual_seed(options.seed);
   absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine =
       varuna::Varuna::Create(gpt2::Gpt2StageBuilder(options.model, options.seed, execution),

@@ -33,6 +33,9 @@ struct GptEngineOptions {
   // --cross-entropy-loss-fusion: the LM head and the loss without the whole [tokens, V] logits
   // (gpt2::Gpt2ExecutionOptions::fused_cross_entropy).
   bool fused_cross_entropy = false;
+  // --bias-dropout-fusion: the fused residual adds (gpt2::Gpt2ExecutionOptions::
+  // bias_dropout_fusion).
+  bool bias_dropout_fusion = true;
   uint64_t seed = 1234;  // the initial weights
   varuna::AdamOptions adam;
   varuna::LossScalerOptions loss_scaling;

@@ -188,6 +188,7 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
   options.dtype = engine.dtype;
   options.seed = static_cast<uint64_t>(a.seed);
   options.execution.attention = attention->backend;
+  options.execution.bias_dropout_fusion = a.bias_dropout_fusion;
   options.world = world.get();
   options.gpus_per_node = std::max(gpus_per_node, 1);
   at::manual_seed(a.seed);
@@ -437,6 +438,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
         "> cross entropy: fused with the LM head, a chunk of tokens at a time "
         "(--cross-entropy-loss-fusion)");
   }
+  log.Info(a.bias_dropout_fusion
+               ? "> residual adds: bias, dropout and add fused (--bias-dropout-fusion)"
+               : "> residual adds: unfused linear + dropout + add (--no-bias-dropout-fusion)");
   varuna::Varuna& engine = *gpt->varuna;
 
   // 3. Resume.

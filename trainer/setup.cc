@@ -409,6 +409,7 @@ GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt
   options.attention_backend = a.attention_backend;
   options.deterministic = a.deterministic;
   options.fused_cross_entropy = a.cross_entropy_loss_fusion;
+  options.bias_dropout_fusion = a.bias_dropout_fusion;
   options.seed = static_cast<uint64_t>(a.seed);
   options.adam.lr = a.lr;
   options.adam.beta1 = a.adam_beta1;

@@ -49,7 +49,8 @@ Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint6
   auto layers = register_module("h", std::make_shared<torch::nn::Module>("Layers"));
   for (int i = range.first; i <= range.last; ++i) {
     layers_.push_back(layers->register_module(
-        std::to_string(i), std::make_shared<TransformerLayer>(config, execution.attention)));
+        std::to_string(i), std::make_shared<TransformerLayer>(config, execution.attention,
+                                                              execution.bias_dropout_fusion)));
   }
   if (range.last == last_segment) {
     ln_f_ = register_module("ln_f", std::make_shared<LayerNormParams>(h));

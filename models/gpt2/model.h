@@ -53,6 +53,12 @@ struct Gpt2ExecutionOptions {
   // the whole [tokens, V] logits; true, varuna::kernels::LmHeadCrossEntropy, which holds only a
   // chunk of the logits at a time (Megatron's --cross-entropy-loss-fusion). The same loss.
   bool fused_cross_entropy = false;
+  // The residual connections: true, each "x + dropout(c_proj(...))" runs c_proj without its
+  // bias and adds bias, dropout and residual in one op (varuna::kernels::BiasDropoutAdd,
+  // Megatron's --bias-dropout-fusion, on by default as there); false, the ATen composition. The
+  // same function: bitwise the same loss and gradients on the CPU (where the masks are drawn as
+  // at::dropout draws them); on CUDA the same up to rounding and the same dropout distribution.
+  bool bias_dropout_fusion = true;
 };
 
 // OK if `range` is a non-empty range of segments of a model with `config` (which must be

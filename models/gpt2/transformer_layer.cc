@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "varuna/kernels/bias_dropout_add.h"
 #include "varuna/kernels/bias_gelu.h"
 #include "varuna/kernels/layer_norm.h"
 
@@ -46,11 +47,13 @@ torch::Tensor LayerNorm(const LayerNormParams& params, const torch::Tensor& x, d
 
 torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& x,
                             const torch::Tensor& mask, int64_t num_heads, double dropout,
-                            bool training, varuna::kernels::AttentionBackend backend) {
+                            bool training, varuna::kernels::AttentionBackend backend,
+                            bool skip_bias_add) {
   const int64_t b = x.size(0);
   const int64_t s = x.size(1);
   const int64_t h = x.size(2);
   const int64_t d = h / num_heads;
+  const torch::Tensor c_proj_bias = skip_bias_add ? torch::Tensor() : params.c_proj->bias;
   // [b, s, 3h] -> three [b, heads, s, d]; the columns are [Q | K | V], heads contiguous.
   const torch::Tensor qkv = at::linear(x, params.c_attn->weight, params.c_attn->bias);
   const std::vector<torch::Tensor> parts = qkv.split(h, /*dim=*/-1);
@@ -62,7 +65,7 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
     const torch::Tensor context =
         varuna::kernels::CausalAttention(q, k, v, dropout, training, backend);
     return at::linear(context.transpose(1, 2).reshape({b, s, h}), params.c_proj->weight,
-                      params.c_proj->bias);
+                      c_proj_bias);
   }
 
   // An explicit mask (e.g. --reset-attention-mask): the unfused composition.
@@ -78,19 +81,22 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
 
   // [b, heads, s, d] -> [b, s, h], heads back in the order c_attn produced them.
   const torch::Tensor context = at::matmul(probs, v).transpose(1, 2).reshape({b, s, h});
-  return at::linear(context, params.c_proj->weight, params.c_proj->bias);
+  return at::linear(context, params.c_proj->weight, c_proj_bias);
 }
 
-torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x) {
+torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bias_add) {
   const torch::Tensor inner =
       varuna::kernels::BiasGelu(at::linear(x, params.c_fc->weight), params.c_fc->bias);
-  return at::linear(inner, params.c_proj->weight, params.c_proj->bias);
+  return at::linear(inner, params.c_proj->weight,
+                    skip_bias_add ? torch::Tensor() : params.c_proj->bias);
 }
 
 TransformerLayer::TransformerLayer(const Gpt2Config& config,
-                                   varuna::kernels::AttentionBackend attention_backend)
+                                   varuna::kernels::AttentionBackend attention_backend,
+                                   bool bias_dropout_fusion)
     : torch::nn::Module("TransformerLayer"),
       attention_backend_(attention_backend),
+      bias_dropout_fusion_(bias_dropout_fusion),
       num_heads_(config.num_attention_heads),
       hidden_dropout_(config.hidden_dropout),
       attention_dropout_(config.attention_dropout),
@@ -104,12 +110,23 @@ TransformerLayer::TransformerLayer(const Gpt2Config& config,
 
 torch::Tensor TransformerLayer::Forward(const torch::Tensor& x, const torch::Tensor& mask) {
   const bool training = is_training();
+  if (!bias_dropout_fusion_) {
+    const torch::Tensor attention =
+        SelfAttention(*attn, LayerNorm(*ln_1, x, layernorm_epsilon_), mask, num_heads_,
+                      attention_dropout_, training, attention_backend_);
+    const torch::Tensor y = x + Dropout(attention, hidden_dropout_, training);
+    const torch::Tensor mlp_out = Mlp(*mlp, LayerNorm(*ln_2, y, layernorm_epsilon_));
+    return y + Dropout(mlp_out, hidden_dropout_, training);
+  }
+  // The projections without their bias; bias, dropout and the residual add in one op each.
   const torch::Tensor attention =
       SelfAttention(*attn, LayerNorm(*ln_1, x, layernorm_epsilon_), mask, num_heads_,
-                    attention_dropout_, training, attention_backend_);
-  const torch::Tensor y = x + Dropout(attention, hidden_dropout_, training);
-  const torch::Tensor mlp_out = Mlp(*mlp, LayerNorm(*ln_2, y, layernorm_epsilon_));
-  return y + Dropout(mlp_out, hidden_dropout_, training);
+                    attention_dropout_, training, attention_backend_, /*skip_bias_add=*/true);
+  const torch::Tensor y =
+      varuna::kernels::BiasDropoutAdd(attention, attn->c_proj->bias, x, hidden_dropout_, training);
+  const torch::Tensor mlp_out =
+      Mlp(*mlp, LayerNorm(*ln_2, y, layernorm_epsilon_), /*skip_bias_add=*/true);
+  return varuna::kernels::BiasDropoutAdd(mlp_out, mlp->c_proj->bias, y, hidden_dropout_, training);
 }
 
 }  // namespace gpt2

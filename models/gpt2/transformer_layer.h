@@ -5,6 +5,12 @@
 //   x = x + dropout(SelfAttention(LayerNorm_1(x)))
 //   x = x + dropout(Mlp(LayerNorm_2(x)))
 //
+// With bias-dropout fusion (Megatron's --bias-dropout-fusion), the two output projections run
+// without their bias (Megatron's skip_bias_add), and each "x + dropout(... + bias)" is one
+// varuna::kernels::BiasDropoutAdd: the same function (bitwise on the CPU in float32, where the
+// masks are drawn as at::dropout draws them), one pass over the activations instead of three,
+// and the bias gradient summed in the same pass as the input gradient.
+//
 // Parameters are allocated uninitialised on the CPU in float32; Gpt2Stage initialises them by
 // name (init.h). Module and parameter names follow parameter_names.h. All functions work in
 // float32 and float64, and in float16/bfloat16, where softmax runs in float32.
@@ -66,24 +72,29 @@ torch::Tensor LayerNorm(const LayerNormParams& params, const torch::Tensor& x, d
 
 // Multi-head self-attention of x [b, s, h] (already normalised): softmax((Q / sqrt(d)) K^T with
 // masked positions excluded) V, then c_proj, with dropout on the probabilities (p = `dropout`,
-// when `training`). Returns [b, s, h] in x's dtype, before the residual dropout.
+// when `training`). Returns [b, s, h] in x's dtype, before the residual dropout; without
+// c_proj's bias when `skip_bias_add` (the caller adds it, as BiasDropoutAdd does).
 // An undefined `mask` means causal: varuna::kernels::CausalAttention with `backend` (the fused
 // causal softmax or LibTorch's scaled_dot_product_attention). A defined `mask` is bool,
 // broadcastable to [b, heads, s, s], true where a query must not see a key; scores, softmax and
 // dropout are then computed unfused in AccumulationType, masked with the lowest finite float.
 torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& x,
                             const torch::Tensor& mask, int64_t num_heads, double dropout,
-                            bool training, varuna::kernels::AttentionBackend backend);
+                            bool training, varuna::kernels::AttentionBackend backend,
+                            bool skip_bias_add = false);
 
 // c_proj(gelu_tanh(c_fc(x))) for x [b, s, h], the bias and GeLU fused
-// (varuna::kernels::BiasGelu); returns [b, s, h], before the residual dropout.
-torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x);
+// (varuna::kernels::BiasGelu); returns [b, s, h], before the residual dropout; without c_proj's
+// bias when `skip_bias_add`.
+torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bias_add = false);
 
 class TransformerLayer : public torch::nn::Module {
  public:
   // Registers ln_1, attn, ln_2, mlp (uninitialised) for `config`, which must be valid; causal
-  // attention runs on `attention_backend`.
-  TransformerLayer(const Gpt2Config& config, varuna::kernels::AttentionBackend attention_backend);
+  // attention runs on `attention_backend`; `bias_dropout_fusion` selects the fused residual
+  // adds (the parameters and their names are the same either way).
+  TransformerLayer(const Gpt2Config& config, varuna::kernels::AttentionBackend attention_backend,
+                   bool bias_dropout_fusion = true);
 
   // x [b, s, h] -> [b, s, h]. `mask` as for SelfAttention (undefined: causal). Dropout follows
   // is_training().
@@ -96,6 +107,7 @@ class TransformerLayer : public torch::nn::Module {
 
  private:
   varuna::kernels::AttentionBackend attention_backend_;
+  bool bias_dropout_fusion_;
   int64_t num_heads_;
   double hidden_dropout_;
   double attention_dropout_;

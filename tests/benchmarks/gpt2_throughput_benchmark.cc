@@ -97,6 +97,7 @@ struct Flags {
   double peak_tflops = 0;
   bool deterministic = false;
   bool cross_entropy_loss_fusion = false;
+  bool no_bias_dropout_fusion = false;
 };
 
 // Registers the flags on `parser`; parsing writes them into `f`, which must outlive it.
@@ -129,6 +130,9 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.Add("cross-entropy-loss-fusion", &f.cross_entropy_loss_fusion,
              "pretrain_gpt2's --cross-entropy-loss-fusion: the LM head and loss a chunk of "
              "tokens at a time");
+  parser.Add("no-bias-dropout-fusion", &f.no_bias_dropout_fusion,
+             "pretrain_gpt2's --no-bias-dropout-fusion: the unfused linear + dropout + residual "
+             "add (the baseline of the default, fused one)");
   for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
     parser.SetMinimum(name, 1);
   }
@@ -156,6 +160,7 @@ struct Options {
   double peak_tflops = 0;
   bool deterministic = false;
   bool cross_entropy_loss_fusion = false;
+  bool bias_dropout_fusion = true;
   gpt2::Gpt2Config model;
 };
 
@@ -210,6 +215,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.profile_ops = f.profile_ops;
   o.deterministic = f.deterministic;
   o.cross_entropy_loss_fusion = f.cross_entropy_loss_fusion;
+  o.bias_dropout_fusion = !f.no_bias_dropout_fusion;
   o.model.vocab_size = f.vocab_size;
   if (f.seq_length > 0) {
     o.model.seq_length = f.seq_length;
@@ -411,6 +417,7 @@ absl::StatusOr<double> Benchmark(const Options& o, bool deterministic) {
   options.engine = o.engine;
   options.attention_backend = o.attention_backend;
   options.fused_cross_entropy = o.cross_entropy_loss_fusion;
+  options.bias_dropout_fusion = o.bias_dropout_fusion;
   options.deterministic = deterministic;
   options.seed = static_cast<uint64_t>(o.seed);
   options.adam.lr = o.lr;

@@ -33,6 +33,7 @@
 #include "tests/benchmarks/device_memory.h"
 #include "trainer/device_name.h"
 #include "varuna/flags/flag_parser.h"
+#include "varuna/kernels/bias_dropout_add.h"
 #include "varuna/kernels/bias_gelu.h"
 #include "varuna/kernels/causal_attention.h"
 #include "varuna/kernels/causal_softmax.h"
@@ -96,6 +97,10 @@ class Benchmark {
     for (int64_t h : {int64_t{1024}, int64_t{1600}}) {
       LayerNorm(tokens, options_.quick ? h / 8 : h, rows);
       BiasGelu(tokens, options_.quick ? h / 2 : 4 * h, rows);
+      if (absl::Status status = BiasDropoutAdd(tokens, options_.quick ? h / 8 : h, rows);
+          !status.ok()) {
+        return status;
+      }
     }
     absl::Status status =
         CausalSoftmax(options_.quick ? 4 : 8 * 16, options_.quick ? 128 : 1024, rows);
@@ -189,6 +194,52 @@ class Benchmark {
       dx.sum(0);
     });
     out.push_back(backward);
+  }
+
+  // The residual add of a transformer layer (--bias-dropout-fusion), p = 0.1 in training,
+  // against residual + at::dropout(x + bias) and its backward (ATen's dropout backward, then the
+  // bias gradient's column sum). Checked first: without dropout both give residual + x + bias,
+  // and the fused output is consistent with the mask it drew.
+  absl::Status BiasDropoutAdd(int64_t rows, int64_t n, std::vector<Row>& out) {
+    constexpr double kP = 0.1;
+    const at::Tensor x = Random({rows, n}, dtype_);
+    const at::Tensor b = Random({n}, dtype_);
+    const at::Tensor residual = Random({rows, n}, dtype_);
+    const at::Tensor dy = Random({rows, n}, dtype_);
+    const std::string shape = absl::StrFormat("[%d, %d]", rows, n);
+    const double elements = static_cast<double>(rows * n);
+    const varuna::kernels::BiasDropoutAddResult result =
+        varuna::kernels::BiasDropoutAddForward(x, b, residual, kP, /*training=*/true);
+    const at::Tensor plain =
+        varuna::kernels::BiasDropoutAddForward(x, b, residual, kP, /*training=*/false).output;
+    const at::Tensor u = x.to(at::kFloat) + b.to(at::kFloat);
+    const double tolerance = dtype_ == at::kFloat ? 1e-4 : dtype_ == at::kHalf ? 2e-2 : 1e-1;
+    for (const auto& [actual, expected] :
+         {std::pair{plain, u + residual.to(at::kFloat)},
+          std::pair{result.output,
+                    u * result.mask.to(at::kFloat) / (1 - kP) + residual.to(at::kFloat)}}) {
+      const double worst = (actual.to(at::kFloat) - expected).abs().max().item<double>();
+      if (!(worst <= tolerance)) {
+        return absl::InternalError(absl::StrFormat(
+            "bias_dropout_add differs from residual + mask * (x + bias) / (1 - p) by up to %g "
+            "(tolerance %g for %s): the fused op is wrong, its time would mean nothing",
+            worst, tolerance, c10::toString(dtype_)));
+      }
+    }
+    // Reads x and residual, writes the output and the one-byte mask.
+    Row forward{"bias_dropout_add forward", shape, elements * (3 * Size() + 1)};
+    forward.fused_ms = Time(
+        [&] { varuna::kernels::BiasDropoutAddForward(x, b, residual, kP, /*training=*/true); });
+    forward.unfused_ms = Time([&] { residual + at::dropout(x + b, kP, /*train=*/true); });
+    out.push_back(forward);
+
+    // Reads dy and the mask, writes dx (dbias is n elements).
+    Row backward{"bias_dropout_add backward", shape, elements * (2 * Size() + 1)};
+    backward.fused_ms = Time([&] { varuna::kernels::BiasDropoutAddBackward(dy, result.mask, kP); });
+    backward.unfused_ms =
+        Time([&] { at::native_dropout_backward(dy, result.mask, 1.0 / (1.0 - kP)).sum(0); });
+    out.push_back(backward);
+    return absl::OkStatus();
   }
 
   // OK when `actual` is within the tolerance of the benchmark's dtype of `expected` (both

@@ -114,6 +114,21 @@ TEST_F(PretrainGpt2Test, FusedCrossEntropyTrainsAsTheUnfusedLoss) {
   ExpectSameTraining(unfused, fused, 1e-5);
 }
 
+// --bias-dropout-fusion (the default) against --no-bias-dropout-fusion, with dropout: on the CPU
+// the fused op draws its masks exactly as at::dropout does and computes the same float32
+// values, so the two runs log the same losses, digit for digit.
+TEST_F(PretrainGpt2Test, BiasDropoutFusionTrainsAsTheUnfusedPath) {
+  const auto common =
+      Plus(TinyModel(), {"--train-iters=15", "--hidden-dropout=0.1", "--attention-dropout=0.1"});
+  Result fused = Run(common, "fused");
+  Result unfused = Run(Plus(common, {"--no-bias-dropout-fusion"}), "unfused");
+  for (const Result* r : {&unfused, &fused}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
+  EXPECT_THAT(fused.exit.output, HasSubstr("> residual adds: bias, dropout and add fused"));
+  EXPECT_THAT(unfused.exit.output, HasSubstr("> residual adds: unfused"));
+  EXPECT_EQ(Losses(fused), Losses(unfused));
+  ExpectSameTraining(unfused, fused, 0.0);
+}
+
 // --attention-backend: LibTorch's scaled_dot_product_attention computes the same model as the
 // fused causal softmax (the CPU default under auto), so without dropout the losses agree.
 TEST_F(PretrainGpt2Test, SdpaAttentionTrainsAsTheFusedSoftmax) {
@@ -277,6 +292,9 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--attention-backend=flash"},
        2,
        "--attention-backend=flash is not a backend: use fused-softmax, sdpa or auto"},
+      {{"--bias-dropout-fusion", "--no-bias-dropout-fusion"},
+       2,
+       "--bias-dropout-fusion and --no-bias-dropout-fusion were both given: keep one"},
       {{"--p2p-backend=mpi"}, 2, "--p2p-backend=mpi is not a backend: use nccl, gloo or auto"},
       {{"--device=cpu", "--dp-backend=nccl"},
        1,

@@ -1,0 +1,285 @@
+// Fused bias + dropout + residual add kernels (see bias_dropout_add.h here and in varuna/kernels
+// for the math and the contract).
+//
+// Forward: elementwise over the rows * columns elements as chunks of kVec (one 16-byte vector
+// when the pointers and `columns` allow), grid-stride over about one wave of blocks, as in
+// bias_gelu.cu. With dropout, a chunk draws its uniforms from the Philox subsequences of its
+// elements (element e: subsequence e / 4, component e % 4), so a 4- or 8-element chunk starts a
+// Philox state once per 4 elements, and the scalar fallback draws the same numbers one element
+// at a time. The mask goes out as one byte per element.
+//
+// Backward: the layout of bias_gelu.cu's backward. A block is TX x TY threads (TX a power of two
+// up to 32, TX * TY = kBlockThreads); a thread owns one chunk of columns and walks the rows
+// by * TY + ty, + gridDim.y * TY, ...; it writes grad_input = grad_output * mask * scale there and
+// keeps the fp32 sum of what it wrote. The TY sums of a column are added by a fixed tree in
+// shared memory, written as partial-sum row `by` of the workspace, and SumPartialRowsKernel
+// (common.cuh) adds the gridDim.y rows in order. One read of grad_output and the mask, one write
+// of grad_input; without a mask only the column sums (grad_input is grad_output).
+#include <cuda_runtime.h>
+#include <curand_kernel.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "varuna/kernels/cuda/bias_dropout_add.h"
+#include "varuna/kernels/cuda/common.cuh"
+
+namespace varuna::kernels::cuda {
+namespace {
+
+constexpr int kBlockThreads = 256;
+constexpr int kMaxGridY = 65535;
+
+__device__ __forceinline__ float Component(const float4& u, int k) {
+  return k == 0 ? u.x : k == 1 ? u.y : k == 2 ? u.z : u.w;
+}
+
+// kept[k] = whether element first + k survives: component (first + k) % 4 of the uniforms of
+// subsequence (first + k) / 4 is below `keep`. For kVec a multiple of 4, `first` is too.
+template <int kVec>
+__device__ __forceinline__ void DrawKept(uint64_t seed, uint64_t offset, int64_t first, float keep,
+                                         bool (&kept)[kVec]) {
+  if (kVec % 4 == 0) {
+#pragma unroll
+    for (int g = 0; g < kVec / 4; ++g) {
+      curandStatePhilox4_32_10_t state;
+      curand_init(seed, static_cast<uint64_t>(first / 4 + g), offset, &state);
+      const float4 u = curand_uniform4(&state);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) kept[g * 4 + k] = Component(u, k) < keep;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int64_t e = first + k;
+      curandStatePhilox4_32_10_t state;
+      curand_init(seed, static_cast<uint64_t>(e / 4), offset, &state);
+      const float4 u = curand_uniform4(&state);
+      kept[k] = Component(u, static_cast<int>(e % 4)) < keep;
+    }
+  }
+}
+
+template <typename T, int kVec, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    ForwardKernel(const T* __restrict__ x, const T* __restrict__ bias,
+                  const T* __restrict__ residual, T* __restrict__ output,
+                  uint8_t* __restrict__ mask, float keep, float scale, uint64_t seed,
+                  uint64_t offset, int64_t chunks, int64_t row_chunks) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  int64_t column_chunk = i % row_chunks;
+  const int64_t column_step = stride % row_chunks;
+  for (; i < chunks; i += stride) {
+    float v[kVec];
+    float b[kVec];
+    float r[kVec];
+    LoadAsFloat(x + i * kVec, v);
+    LoadAsFloat(bias + column_chunk * kVec, b);
+    LoadAsFloat(residual + i * kVec, r);
+    if (kDropout) {
+      bool kept[kVec];
+      DrawKept<kVec>(seed, offset, i * kVec, keep, kept);
+      AlignedVector<uint8_t, kVec> bytes;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        v[k] = r[k] + (kept[k] ? (v[k] + b[k]) * scale : 0.0f);
+        bytes.v[k] = kept[k] ? 1 : 0;
+      }
+      *reinterpret_cast<AlignedVector<uint8_t, kVec>*>(mask + i * kVec) = bytes;
+    } else {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = r[k] + (v[k] + b[k]);
+    }
+    StoreFromFloat(output + i * kVec, v);
+    column_chunk += column_step;
+    if (column_chunk >= row_chunks) column_chunk -= row_chunks;
+  }
+}
+
+template <typename T, int kVec, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    BackwardKernel(const T* __restrict__ grad_output, const uint8_t* __restrict__ mask,
+                   T* __restrict__ grad_input, float* __restrict__ partials, float scale,
+                   int64_t rows, int64_t columns) {
+  // Slot (k * TY + ty) * TX + tx: a warp's threads touch consecutive words.
+  __shared__ float gather[kVec * kBlockThreads];
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  const int width = blockDim.x;
+  const int height = blockDim.y;
+  const int64_t column_chunk = int64_t{blockIdx.x} * width + tx;
+  const bool in_columns = column_chunk < columns / kVec;
+  const int64_t column = column_chunk * kVec;
+  float sum[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) sum[k] = 0.0f;
+  if (in_columns) {
+    const int64_t row_step = int64_t{gridDim.y} * height;
+    for (int64_t row = int64_t{blockIdx.y} * height + ty; row < rows; row += row_step) {
+      const int64_t offset = row * columns + column;
+      float g[kVec];
+      LoadAsFloat(grad_output + offset, g);
+      if (kDropout) {
+        const AlignedVector<uint8_t, kVec> bytes =
+            *reinterpret_cast<const AlignedVector<uint8_t, kVec>*>(mask + offset);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) g[k] = bytes.v[k] != 0 ? g[k] * scale : 0.0f;
+        StoreFromFloat(grad_input + offset, g);
+      }
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) sum[k] += g[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) gather[(k * height + ty) * width + tx] = sum[k];
+  __syncthreads();
+  // height is a power of two: a fixed pairwise tree over the thread rows.
+  for (int half = height / 2; half > 0; half /= 2) {
+    if (ty < half) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        gather[(k * height + ty) * width + tx] += gather[(k * height + ty + half) * width + tx];
+      }
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && in_columns) {
+    float* out = partials + int64_t{blockIdx.y} * columns + column;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) out[k] = gather[k * height * width + tx];
+  }
+}
+
+struct BackwardPlan {
+  dim3 block;
+  dim3 grid;
+};
+
+cudaError_t PlanBackward(int64_t rows, int64_t columns, int vec, BackwardPlan* plan) {
+  const int64_t row_chunks = columns / vec;
+  int width = 1;
+  while (width < row_chunks && width < kWarpSize) width *= 2;
+  const int height = kBlockThreads / width;
+  const int64_t grid_x = CeilDiv(row_chunks, width);
+  int resident = 0;
+  const cudaError_t error = ResidentBlocks(kBlockThreads, &resident);
+  if (error != cudaSuccess) return error;
+  // About one wave of blocks in all, but no more thread rows than data rows.
+  const int64_t grid_y = std::max<int64_t>(
+      1, std::min({CeilDiv(resident, grid_x), CeilDiv(rows, height), int64_t{kMaxGridY}}));
+  plan->block = dim3(width, height);
+  plan->grid = dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y));
+  return cudaSuccess;
+}
+
+template <typename T>
+int BackwardVectorWidth(const BiasDropoutAddBackwardArgs& a) {
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vector =
+      a.columns % kVec == 0 && IsAligned(a.grad_output, sizeof(T) * kVec) &&
+      (a.mask == nullptr || (IsAligned(a.mask, kVec) && IsAligned(a.grad_input, sizeof(T) * kVec)));
+  return vector ? kVec : 1;
+}
+
+bool ValidKeep(float keep) { return keep > 0.0f && keep <= 1.0f; }
+
+template <typename T, int kVec>
+cudaError_t Forward(const BiasDropoutAddForwardArgs& a, cudaStream_t stream) {
+  const int64_t row_chunks = a.columns / kVec;
+  const int64_t chunks = a.rows * row_chunks;
+  int resident = 0;
+  const cudaError_t error = ResidentBlocks(kBlockThreads, &resident);
+  if (error != cudaSuccess) return error;
+  const int64_t grid = std::min<int64_t>(CeilDiv(chunks, kBlockThreads), resident);
+  const float scale = 1.0f / a.keep_probability;
+  const auto* x = static_cast<const T*>(a.x);
+  const auto* bias = static_cast<const T*>(a.bias);
+  const auto* residual = static_cast<const T*>(a.residual);
+  auto* output = static_cast<T*>(a.output);
+  if (a.mask != nullptr) {
+    ForwardKernel<T, kVec, true><<<static_cast<unsigned>(grid), kBlockThreads, 0, stream>>>(
+        x, bias, residual, output, a.mask, a.keep_probability, scale, a.seed, a.offset, chunks,
+        row_chunks);
+  } else {
+    ForwardKernel<T, kVec, false><<<static_cast<unsigned>(grid), kBlockThreads, 0, stream>>>(
+        x, bias, residual, output, nullptr, 1.0f, 1.0f, 0, 0, chunks, row_chunks);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T, int kVec>
+cudaError_t Backward(const BiasDropoutAddBackwardArgs& a, float* workspace,
+                     const BackwardPlan& plan, cudaStream_t stream) {
+  const float scale = 1.0f / a.keep_probability;
+  if (a.mask != nullptr) {
+    BackwardKernel<T, kVec, true><<<plan.grid, plan.block, 0, stream>>>(
+        static_cast<const T*>(a.grad_output), a.mask, static_cast<T*>(a.grad_input), workspace,
+        scale, a.rows, a.columns);
+  } else {
+    BackwardKernel<T, kVec, false><<<plan.grid, plan.block, 0, stream>>>(
+        static_cast<const T*>(a.grad_output), nullptr, nullptr, workspace, 1.0f, a.rows, a.columns);
+  }
+  const cudaError_t error = cudaGetLastError();
+  if (error != cudaSuccess) return error;
+  return LaunchSumPartialRows(workspace, plan.grid.y, a.columns, static_cast<T*>(a.grad_bias),
+                              static_cast<T*>(nullptr), stream);
+}
+
+}  // namespace
+
+cudaError_t LaunchBiasDropoutAddForward(const BiasDropoutAddForwardArgs& args,
+                                        cudaStream_t stream) {
+  if (args.rows < 0 || args.columns < 0 || !ValidKeep(args.keep_probability)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.rows == 0 || args.columns == 0) return cudaSuccess;
+  return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    constexpr int kVec = 16 / sizeof(T);
+    const bool vector = args.columns % kVec == 0 && IsAligned(args.x, sizeof(T) * kVec) &&
+                        IsAligned(args.bias, sizeof(T) * kVec) &&
+                        IsAligned(args.residual, sizeof(T) * kVec) &&
+                        IsAligned(args.output, sizeof(T) * kVec) &&
+                        (args.mask == nullptr || IsAligned(args.mask, kVec));
+    return vector ? Forward<T, kVec>(args, stream) : Forward<T, 1>(args, stream);
+  });
+}
+
+cudaError_t BiasDropoutAddBackwardPartialRows(const BiasDropoutAddBackwardArgs& args,
+                                              int* partial_rows) {
+  if (args.rows < 0 || args.columns < 0) return cudaErrorInvalidValue;
+  if (args.rows == 0 || args.columns == 0) {
+    *partial_rows = 0;
+    return cudaSuccess;
+  }
+  return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
+    BackwardPlan plan;
+    const cudaError_t error =
+        PlanBackward(args.rows, args.columns, BackwardVectorWidth<decltype(tag)>(args), &plan);
+    if (error != cudaSuccess) return error;
+    *partial_rows = static_cast<int>(plan.grid.y);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t LaunchBiasDropoutAddBackward(const BiasDropoutAddBackwardArgs& args, float* workspace,
+                                         int partial_rows, cudaStream_t stream) {
+  if (args.rows < 0 || args.columns < 0 || !ValidKeep(args.keep_probability)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.rows == 0 || args.columns == 0) return cudaSuccess;
+  return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    const int vec = BackwardVectorWidth<T>(args);
+    BackwardPlan plan;
+    const cudaError_t error = PlanBackward(args.rows, args.columns, vec, &plan);
+    if (error != cudaSuccess) return error;
+    if (static_cast<int>(plan.grid.y) != partial_rows) return cudaErrorInvalidValue;
+    constexpr int kVec = 16 / sizeof(T);
+    return vec == kVec ? Backward<T, kVec>(args, workspace, plan, stream)
+                       : Backward<T, 1>(args, workspace, plan, stream);
+  });
+}
+
+}  // namespace varuna::kernels::cuda
