@@ -73,6 +73,14 @@ class Adam {
   // (e.g. the gradient-clipping coefficient), and increments step_count().
   void Step(double grad_scale = 1.0);
 
+  // Enqueues the update of step number step_count() + 1 with its inputs on the parameters'
+  // device, so the caller need not read anything back first: every gradient is multiplied by
+  // `grad_scale`, and nothing at all changes if `skip` holds a nonzero value (both float32
+  // tensors of one element, read on the device; see kernels::FusedAdamStep). step_count() is
+  // left alone: call CountStep() once the caller knows the update was applied (skip held 0).
+  void StepOnDevice(const at::Tensor& grad_scale, const at::Tensor& skip);
+  void CountStep() { ++step_count_; }
+
   // Named state tensors of parameter i: "<name>" (fp32 master), "<name>.exp_avg",
   // "<name>.exp_avg_sq" (CPU copies are the caller's business).
   std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t i) const;
