@@ -319,6 +319,11 @@ absl::StatusOr<at::Tensor> Varuna::ReduceMasterGrads(double scale) {
   at::NoGradGuard no_grad;
   const std::vector<NamedParameter>& params = optimizer_->parameters();
   std::vector<at::Tensor>& grads = optimizer_->MasterGrads();
+  // A tied pair's entries share one tensor after the previous step (below); give the second its
+  // own again before anything is written (normally done already by ReleaseMasterGrads).
+  for (const auto& [first, second] : tied_pairs_) {
+    if (grads[second].is_same(grads[first])) grads[second] = at::empty_like(grads[first]);
+  }
   // The model's (scaled, fp16/bf16/fp32) gradients into the fp32 master gradients, divided by
   // the loss scale: one multi-tensor pass. Without ties or replicas nothing changes the master
   // gradients afterwards, and the same pass also sums their squares.
@@ -340,8 +345,10 @@ absl::StatusOr<at::Tensor> Varuna::ReduceMasterGrads(double scale) {
   kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   std::vector<bool> duplicate(params.size(), false);
   for (const auto& [first, second] : tied_pairs_) {
+    // Both copies step with the sum: the second's entry becomes the first's tensor rather than
+    // a copy of it ([vocab, hidden] fp32 not written twice).
     grads[first].add_(grads[second]);
-    grads[second].copy_(grads[first]);
+    grads[second] = grads[first];
     duplicate[second] = true;
   }
   for (const auto& [index, is_second] : remote_tied_) {
@@ -431,6 +438,9 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_reque
   result.loss_scale = scaler_->scale();
   model_->train();
   ZeroModelGrads();
+  // The master gradients are rewritten whole by ReduceMasterGrads: until then their memory
+  // serves the activations (at the peak of the step; they stay readable between steps).
+  optimizer_->ReleaseMasterGrads();
   absl::StatusOr<at::Tensor> loss =
       executor_->Train(plan->micro_batches, plan->weights, result.loss_scale);
   if (!loss.ok()) return loss.status();

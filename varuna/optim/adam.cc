@@ -50,6 +50,17 @@ void Adam::StepOnDevice(const at::Tensor& grad_scale, const at::Tensor& skip) {
                          HyperparametersOf(options_, step_count_ + 1), skip, grad_scale);
 }
 
+std::vector<at::Tensor>& Adam::MasterGrads() {
+  for (size_t i = 0; i < master_grads_.size(); ++i) {
+    if (!master_grads_[i].defined()) master_grads_[i] = at::empty_like(masters_[i]);
+  }
+  return master_grads_;
+}
+
+void Adam::ReleaseMasterGrads() {
+  for (at::Tensor& grad : master_grads_) grad = at::Tensor();
+}
+
 std::vector<std::pair<std::string, at::Tensor>> Adam::StateOf(size_t i) const {
   const std::string& name = parameters_[i].name;
   return {{name, masters_[i]},

@@ -63,7 +63,14 @@ class Adam {
 
   // One entry per parameter, in construction order: the fp32 gradient the next Step() uses.
   // The engine writes (unscaled, reduced, clipped) gradients here; zeros after construction.
-  std::vector<at::Tensor>& MasterGrads() { return master_grads_; }
+  // After ReleaseMasterGrads() the next call allocates them again, uninitialised: the caller
+  // must then write every element before stepping.
+  std::vector<at::Tensor>& MasterGrads();
+  // Frees the master gradients (as many fp32 elements as the parameters) until MasterGrads() is
+  // next called, so that the memory serves the activations of the forward and backward passes
+  // in between (work already queued on them keeps it: LibTorch's allocator orders reuse on the
+  // stream).
+  void ReleaseMasterGrads();
   const std::vector<NamedParameter>& parameters() const { return parameters_; }
 
   // The fp32 master copy of parameter i (the parameter itself when it is fp32).
