@@ -46,9 +46,9 @@ at::Tensor HostValuesOn(const std::vector<double>& values, const c10::Device& de
   return OnDevice(at::tensor(values, at::kDouble), device);
 }
 
-// The one device-to-host read of a step: Start() queues an asynchronous copy of a small float64
-// vector into page-locked memory behind the work queued so far, and Wait() blocks until that
-// copy (not the work queued after it) is done. On the CPU there is nothing to wait for.
+// The one device-to-host read of a step: the constructor queues an asynchronous copy of a small
+// float64 vector into page-locked memory behind the work queued so far, and Wait() blocks until
+// that copy (not the work queued after it) is done. On the CPU there is nothing to wait for.
 class HostRead {
  public:
   explicit HostRead(const at::Tensor& values) : device_(values.device()) {
