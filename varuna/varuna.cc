@@ -1,9 +1,13 @@
 #include "varuna/varuna.h"
 
 #include <ATen/ATen.h>
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/Event.h>
 
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +28,51 @@ bool IsFloatingModelDtype(c10::ScalarType dtype) {
 
 // Gradients are summed over replicas in buckets of at most this many fp32 elements.
 constexpr int64_t kBucketElements = 8 << 20;
+
+// `tensor` on `device`. A host tensor bound for CUDA goes through page-locked memory (the
+// caching host allocator's, or its own if it already is), so that the copy is asynchronous: the
+// host does not wait for the work already queued on the device.
+at::Tensor OnDevice(const at::Tensor& tensor, const c10::Device& device) {
+  if (tensor.device() == device) return tensor;
+  if (tensor.is_cpu() && device.is_cuda()) {
+    const at::Tensor pinned = tensor.is_pinned() ? tensor : tensor.pin_memory();
+    return pinned.to(device, /*non_blocking=*/true);
+  }
+  return tensor.to(device);
+}
+
+// Host values as a float64 vector on `device`, without waiting for the device.
+at::Tensor HostValuesOn(const std::vector<double>& values, const c10::Device& device) {
+  return OnDevice(at::tensor(values, at::kDouble), device);
+}
+
+// The one device-to-host read of a step: the constructor queues an asynchronous copy of a small
+// float64 vector into page-locked memory behind the work queued so far, and Wait() blocks until
+// that copy (not the work queued after it) is done. On the CPU there is nothing to wait for.
+class HostRead {
+ public:
+  explicit HostRead(const at::Tensor& values) : device_(values.device()) {
+    if (values.is_cpu()) {
+      host_ = values.contiguous();
+      return;
+    }
+    host_ = at::empty({values.numel()}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));
+    host_.copy_(values.reshape({-1}), /*non_blocking=*/true);
+    done_.emplace(device_.type());
+    done_->record(at::accelerator::getCurrentStream(device_.index()));
+  }
+
+  std::vector<double> Wait() {
+    if (done_) done_->synchronize();
+    const double* data = host_.data_ptr<double>();
+    return std::vector<double>(data, data + host_.numel());
+  }
+
+ private:
+  c10::Device device_;
+  at::Tensor host_;
+  std::optional<c10::Event> done_;
+};
 
 // The stage ranges: options.stage_segments laid end to end, or the even partition. The sizes
 // were checked by ValidateOptions.
@@ -245,7 +294,7 @@ absl::StatusOr<Varuna::Plan> Varuna::MakePlan(const TensorMap& inputs, int64_t e
   for (TensorMap& micro : plan.micro_batches) {
     plan.weights.push_back(model_->LossWeight(micro));
     total += plan.weights.back();
-    for (auto& [name, tensor] : micro) tensor = tensor.to(options_.device);
+    for (auto& [name, tensor] : micro) tensor = OnDevice(tensor, options_.device);
   }
   // Every stage of a replica sees the same inputs, so summing over the replicas of any stage
   // gives the global batch's total on every rank.
@@ -266,10 +315,15 @@ absl::StatusOr<Varuna::Plan> Varuna::MakePlan(const TensorMap& inputs, int64_t e
   return plan;
 }
 
-absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
+absl::StatusOr<at::Tensor> Varuna::ReduceMasterGrads(double scale) {
   at::NoGradGuard no_grad;
   const std::vector<NamedParameter>& params = optimizer_->parameters();
   std::vector<at::Tensor>& grads = optimizer_->MasterGrads();
+  // A tied pair's entries share one tensor after the previous step (below); give the second its
+  // own again before anything is written (normally done already by ReleaseMasterGrads).
+  for (const auto& [first, second] : tied_pairs_) {
+    if (grads[second].is_same(grads[first])) grads[second] = at::empty_like(grads[first]);
+  }
   // The model's (scaled, fp16/bf16/fp32) gradients into the fp32 master gradients, divided by
   // the loss scale: one multi-tensor pass. Without ties or replicas nothing changes the master
   // gradients afterwards, and the same pass also sums their squares.
@@ -286,13 +340,15 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
   }
   if (tied_pairs_.empty() && remote_tied_.empty() && groups_.data_parallel == nullptr) {
     return kernels::MultiTensorUnscaleL2NormSquared(model_grads, master_grads, 1.0 / scale)
-        .sum_of_squares.item<double>();
+        .sum_of_squares;
   }
   kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   std::vector<bool> duplicate(params.size(), false);
   for (const auto& [first, second] : tied_pairs_) {
+    // Both copies step with the sum: the second's entry becomes the first's tensor rather than
+    // a copy of it ([vocab, hidden] fp32 not written twice).
     grads[first].add_(grads[second]);
-    grads[second].copy_(grads[first]);
+    grads[second] = grads[first];
     duplicate[second] = true;
   }
   for (const auto& [index, is_second] : remote_tied_) {
@@ -330,16 +386,26 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
   for (size_t i = 0; i < params.size(); ++i) {
     if (!duplicate[i]) counted.push_back(grads[i]);
   }
-  return kernels::MultiTensorL2NormSquared(counted).item<double>();
+  return kernels::MultiTensorL2NormSquared(counted);
+}
+
+absl::Status Varuna::AllRanksSum(at::Tensor& values) {
+  if (groups_.world == nullptr) return absl::OkStatus();
+  if (groups_.world->backend() == comm::Backend::kNccl) {
+    return groups_.world->AllReduceSum(values);
+  }
+  // Gloo sums host tensors: this read waits for the device (the CPU needs no copy).
+  at::Tensor host = values.to(at::kCPU);
+  if (absl::Status status = groups_.world->AllReduceSum(host); !status.ok()) return status;
+  values = OnDevice(host, options_.device);
+  return absl::OkStatus();
 }
 
 absl::Status Varuna::AllRanksSum(std::vector<double>& values) {
   if (groups_.world == nullptr) return absl::OkStatus();
-  at::Tensor tensor = at::tensor(values, at::kDouble);
-  if (groups_.world->backend() == comm::Backend::kNccl) tensor = tensor.to(options_.device);
-  if (absl::Status status = groups_.world->AllReduceSum(tensor); !status.ok()) return status;
-  tensor = tensor.to(at::kCPU);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = tensor[i].item<double>();
+  at::Tensor tensor = HostValuesOn(values, options_.device);
+  if (absl::Status status = AllRanksSum(tensor); !status.ok()) return status;
+  values = HostRead(tensor).Wait();
   return absl::OkStatus();
 }
 
@@ -372,40 +438,54 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_reque
   result.loss_scale = scaler_->scale();
   model_->train();
   ZeroModelGrads();
-  absl::StatusOr<double> loss =
+  // The master gradients are rewritten whole by ReduceMasterGrads: until then their memory
+  // serves the activations (at the peak of the step; they stay readable between steps).
+  optimizer_->ReleaseMasterGrads();
+  absl::StatusOr<at::Tensor> loss =
       executor_->Train(plan->micro_batches, plan->weights, result.loss_scale);
   if (!loss.ok()) return loss.status();
-  absl::StatusOr<double> sum_of_squares = ReduceMasterGrads(result.loss_scale);
+  absl::StatusOr<at::Tensor> sum_of_squares = ReduceMasterGrads(result.loss_scale);
   if (!sum_of_squares.ok()) return sum_of_squares.status();
   ZeroModelGrads();
 
+  // Everything below stays on the device until the step's one read: the host queues the update
+  // right behind the backward and never waits in between (on CUDA).
   // One all-reduce over every rank: overflow anywhere, the squared norm of every stage (once:
   // replica 0's), the loss (the last stages hold it, normalised over the global batch), stop
   // requests, and the ranks still moving a background checkpoint's files.
   const bool moving = pending_checkpoint_ && !checkpoint_writer_->Idle();
-  std::vector<double> agreed = {
-      std::isfinite(*sum_of_squares) ? 0.0 : 1.0,
-      replica() == 0 && std::isfinite(*sum_of_squares) ? *sum_of_squares : 0.0, *loss,
-      stop_requested ? 1.0 : 0.0, moving ? 1.0 : 0.0};
+  const at::Tensor nonfinite = at::logical_not(at::isfinite(*sum_of_squares)).to(options_.device);
+  const at::Tensor squares = sum_of_squares->to(options_.device, at::kDouble);
+  at::Tensor agreed =
+      at::cat({nonfinite.to(at::kDouble),
+               replica() == 0 ? squares.masked_fill(nonfinite, 0.0) : at::zeros_like(squares),
+               loss->to(at::kDouble).reshape({1}),
+               HostValuesOn({stop_requested ? 1.0 : 0.0, moving ? 1.0 : 0.0}, options_.device)});
   if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;
-  result.overflow = agreed[0] > 0;
+  // The update's inputs, on the device: skipped when any rank overflowed; the gradients scaled
+  // by the clipping coefficient min(1, clip / (norm + 1e-6)), in float64 as the host would.
+  const at::Tensor skip = agreed.narrow(0, 0, 1).gt(0).to(at::kFloat);
+  at::Tensor grad_scale;
+  if (options_.clip_grad > 0) {
+    const at::Tensor norm = agreed.narrow(0, 1, 1).sqrt();
+    grad_scale =
+        at::clamp_max(at::full_like(norm, options_.clip_grad) / (norm + 1e-6), 1.0).to(at::kFloat);
+  }
+  HostRead read(agreed);
+  optimizer_->StepOnDevice(grad_scale, skip);
+  const std::vector<double> values = read.Wait();
+
+  result.overflow = values[0] > 0;
   result.grad_norm =
-      result.overflow ? std::numeric_limits<double>::infinity() : std::sqrt(agreed[1]);
-  result.loss = agreed[2];
-  result.stop = agreed[3] > 0;
-  if (pending_checkpoint_ && agreed[4] == 0) {
+      result.overflow ? std::numeric_limits<double>::infinity() : std::sqrt(values[1]);
+  result.loss = values[2];
+  result.stop = values[3] > 0;
+  scaler_->Update(result.overflow);
+  if (!result.overflow) optimizer_->CountStep();
+  if (pending_checkpoint_ && values[4] == 0) {
     result.completed_checkpoint = pending_checkpoint_->iteration;
     if (absl::Status status = finish_checkpoint(); !status.ok()) return status;
   }
-  scaler_->Update(result.overflow);
-  if (result.overflow) return result;
-
-  double grad_scale = 1.0;
-  if (options_.clip_grad > 0) {
-    const double coefficient = options_.clip_grad / (result.grad_norm + 1e-6);
-    if (coefficient < 1.0) grad_scale = coefficient;
-  }
-  optimizer_->Step(grad_scale);
   return result;
 }
 
@@ -417,12 +497,12 @@ absl::StatusOr<double> Varuna::evaluate(const TensorMap& inputs) {
   absl::StatusOr<Plan> plan = MakePlan(inputs, examples, ", as the batch's first input");
   if (!plan.ok()) return plan.status();
   model_->eval();
-  absl::StatusOr<double> loss = executor_->Evaluate(plan->micro_batches, plan->weights);
+  absl::StatusOr<at::Tensor> loss = executor_->Evaluate(plan->micro_batches, plan->weights);
   model_->train();
   if (!loss.ok()) return loss.status();
-  std::vector<double> agreed = {*loss};
+  at::Tensor agreed = loss->reshape({1});
   if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;
-  return agreed[0];
+  return HostRead(agreed).Wait()[0];
 }
 
 }  // namespace varuna

@@ -160,6 +160,13 @@ class Varuna {
   // tensor): forward and backward of every micro-batch, tied-weight gradient sum, unscale,
   // inf/NaN check, clipping, optimizer update. On overflow the weights, the optimizer state
   // and its step count are left untouched and the loss scale backs off.
+  // Host synchronisation: the inputs are best given on the host (LossWeight reads them there;
+  // on CUDA they are copied asynchronously through page-locked memory, no copy needed if they
+  // already are). The host then waits for the device once, at the end: for one copy of the
+  // agreed overflow flag, norm and loss, queued before the update, which the device skips and
+  // scales itself (so the update may still run when step returns, and the next step's work
+  // queues behind it). A Gloo world's all-reduce and, with replicas, the sum of the batch's
+  // loss weights add a wait each.
   // InvalidArgument if the inputs are malformed (nothing changes then); FailedPrecondition
   // before set_optimizer.
   // `stop_requested` (e.g. a signal reached this process) is agreed in the step's all-reduce:
@@ -224,9 +231,13 @@ class Varuna {
   absl::StatusOr<Plan> MakePlan(const TensorMap& inputs, int64_t examples, const char* what);
   // Copies the model's gradients into the optimizer's fp32 master gradients, divided by
   // `scale`, sums shared weights' gradients (locally and between the first and last stage)
-  // and sums over the replicas. Returns this rank's squared norm, shared copies counted once.
-  absl::StatusOr<double> ReduceMasterGrads(double scale);
-  // Sums `values` over every rank (no-op for one process).
+  // and sums over the replicas. Returns this rank's squared norm, shared copies counted once:
+  // a float32 [1] tensor on the device, not read back (the host does not wait).
+  absl::StatusOr<at::Tensor> ReduceMasterGrads(double scale);
+  // Sums `values` (float64, on the device) over every rank in place (no-op for one process);
+  // waits for the device only when the world's backend sums host tensors (Gloo).
+  absl::Status AllRanksSum(at::Tensor& values);
+  // The same for host values (reads the sum back: for the rare agreements outside a step).
   absl::Status AllRanksSum(std::vector<double>& values);
   // Collective: OK if `local` is OK on every rank; otherwise, on every rank, the error of the
   // lowest failing rank (its message through the rendezvous store, prefixed "rank r: ").

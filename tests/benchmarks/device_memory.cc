@@ -25,4 +25,11 @@ void ResetPeakMemory(const c10::Device& device) {
   (void)device;
 }
 
+void ReleaseCachedMemory(const c10::Device& device) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  (void)device;
+}
+
 }  // namespace varuna::benchmarks

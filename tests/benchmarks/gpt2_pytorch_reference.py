@@ -26,9 +26,15 @@ sequences drawn as the C++ benchmark draws them (identical tokens), cycled.
 Output: every step's loss, loss scale and skipped flag; one human line; one JSON line starting
 {"impl":"pytorch-eager" or {"impl":"pytorch-compile" with the fields of the C++ benchmark;
 with --profile-ops, a per-op table of 3 more profiled steps (torch.profiler).
+
+--sweep-micro-batch: the run for micro-batches 1, 2, 4, ... and --batch-size, each on a fresh
+model after torch.cuda.empty_cache(), stopping at the first that runs out of memory; then a table
+of tokens/s and peak memory per micro-batch and the best run's JSON line again (last, with a
+"sweep" field), as the C++ benchmark's --sweep-micro-batch.
 """
 
 import argparse
+import gc
 import json
 import math
 import sys
@@ -288,6 +294,9 @@ def parse_args(argv):
     p.add_argument("--profile-steps", type=int, default=3)
     p.add_argument("--peak-tflops", type=float, default=0,
                    help="device peak for MFU (0: by torch.cuda.get_device_name())")
+    p.add_argument("--sweep-micro-batch", action="store_true",
+                   help="run micro-batches 1, 2, 4, ... up to --batch-size (until one runs out "
+                   "of memory) and report the best (ignores --chunk-size)")
     args = p.parse_args(argv)
     for name in ("batch_size", "steps", "distinct_batches", "vocab_size"):
         if getattr(args, name) < 1:
@@ -305,10 +314,8 @@ def parse_args(argv):
     return args
 
 
-def main(argv):
-    args = parse_args(argv)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    args.dtype = args.dtype or ("fp16" if device.type == "cuda" else "fp32")
+def benchmark(args, device):
+    """One run on a fresh model at micro-batch args.chunk_size; prints and returns its JSON."""
     layers, hidden, heads, seq = PRESETS[args.preset]
     seq = args.seq_length or seq
     positions = max(PRESETS[args.preset][3], seq)
@@ -369,7 +376,7 @@ def main(argv):
           f"{tokens_per_s:.0f} tokens/s, {tflops:.2f} TFLOP/s (model), MFU {mfu_text}; loss "
           f"{losses[0]:.4f} -> {losses[-1]:.4f}; {len(skipped_steps)} skipped step(s)"
           f"{skipped_text}; peak memory {memory_text}")
-    print(json.dumps({
+    result = {
         "impl": impl, "preset": args.preset, "dtype": args.dtype, "device": device_name,
         "attention": "sdpa", "batch": args.batch_size, "micro_batch": chunk, "seq": seq,
         "steps": args.steps, "warmup_steps": args.warmup_steps, "tokens_per_s": tokens_per_s,
@@ -378,9 +385,73 @@ def main(argv):
         "skipped": len(skipped_steps),
         "last_skipped_step": skipped_steps[-1] if skipped_steps else 0,
         "peak_memory_gb": memory, "torch": torch.__version__,
-    }, separators=(",", ":")), flush=True)
+    }
+    print(json.dumps(result, separators=(",", ":")), flush=True)
     if args.profile_ops and args.profile_steps > 0:
         profile_ops(trainer, batches, args, device)
+    return result
+
+
+def release_memory(device):
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def sweep_micro_batch(args, device):
+    """--sweep-micro-batch: benchmark() at 1, 2, 4, ... and the batch size, until out of memory."""
+    sizes = []
+    size = 1
+    while size < args.batch_size:
+        sizes.append(size)
+        size *= 2
+    sizes.append(args.batch_size)
+    sweep, best, lines = [], None, []
+    for size in sizes:
+        args.chunk_size = size
+        release_memory(device)
+        print(f"\n==== micro-batch {size} of {args.batch_size}", flush=True)
+        result, out_of_memory = None, None
+        try:
+            result = benchmark(args, device)
+        except torch.OutOfMemoryError as e:
+            out_of_memory = str(e).split("\n")[0]
+        release_memory(device)  # outside the except block, which holds the failed run's frames
+        if out_of_memory is not None:
+            print(f"micro-batch {size}: out of device memory ({out_of_memory}); larger ones are "
+                  "not tried", flush=True)
+            sweep.append({"micro_batch": size, "error": "out of memory"})
+            lines.append(f"  {size:>11}  {'out of memory':>12}")
+            break
+        memory = result["peak_memory_gb"]
+        sweep.append({"micro_batch": size, "tokens_per_s": result["tokens_per_s"],
+                      "step_ms": result["step_ms"], "peak_memory_gb": memory})
+        memory_text = "n/a (CPU)" if memory is None else f"{memory:.2f}"
+        lines.append(f"  {size:>11}  {result['tokens_per_s']:>12.0f}  {result['step_ms']:>10.1f}"
+                     f"  {memory_text:>10}")
+        if best is None or result["tokens_per_s"] > best["tokens_per_s"]:
+            best = result
+    if best is None:
+        print("--sweep-micro-batch: even micro-batch 1 ran out of device memory", file=sys.stderr)
+        return 1
+    print(f"\nmicro-batch sweep, {args.preset} {args.dtype}, batch {args.batch_size} (tokens/s "
+          "of the timed steps; peak memory in GB):\n"
+          "  micro-batch      tokens/s     step ms     peak GB")
+    print("\n".join(lines))
+    print(f"best: micro-batch {best['micro_batch']}, {best['tokens_per_s']:.0f} tokens/s")
+    best["sweep"] = sweep
+    print(json.dumps(best, separators=(",", ":")), flush=True)
+    return 0
+
+
+def main(argv):
+    args = parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    args.dtype = args.dtype or ("fp16" if device.type == "cuda" else "fp32")
+    if args.sweep_micro_batch:
+        return sweep_micro_batch(args, device)
+    benchmark(args, device)
     return 0
 
 

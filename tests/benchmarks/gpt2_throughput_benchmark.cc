@@ -23,6 +23,18 @@
 // holds for both runs (on an H100 LibTorch's default workspace is already :4096:8 plus a small
 // one).
 //
+// --profile-ops also prints the device's busy fraction: the union of the device's activity
+// (kernels, copies, memsets) over the wall time of the profiled steps, so 1 - it is the time the
+// device sat idle waiting for the host. It needs the profiler (CUPTI) to see the device, and the
+// profiler slows the host's side, so it is a lower bound on the fraction without the profiler.
+// With it, the host's blocking CUDA calls (cudaStreamSynchronize from item() and blocking copies,
+// cudaEventSynchronize, ...) per step. On the CPU there is no device: it says n/a.
+//
+// --sweep-micro-batch: the run above for micro-batches 1, 2, 4, ... and --batch-size itself,
+// each on a fresh engine after the allocator's cache is released, stopping at the first that
+// runs out of device memory; then a table of tokens/s and peak memory per micro-batch and the
+// best one's JSON line again (last, with a "sweep" field), for run_gpu_benchmarks.sh.
+//
 // FLOPs: Megatron's formula (models/gpt2/flops.h); MFU = TFLOP/s / the device's peak
 // (--peak-tflops, else trainer/throughput.h's table; null for an unknown device or the CPU).
 // At P=1 Varuna's schedule backs each micro-batch up right after its forward, so nothing is
@@ -32,6 +44,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <chrono>
@@ -98,6 +111,7 @@ struct Flags {
   bool deterministic = false;
   bool cross_entropy_loss_fusion = false;
   bool no_bias_dropout_fusion = false;
+  bool sweep_micro_batch = false;
 };
 
 // Registers the flags on `parser`; parsing writes them into `f`, which must outlive it.
@@ -133,6 +147,9 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.Add("no-bias-dropout-fusion", &f.no_bias_dropout_fusion,
              "pretrain_gpt2's --no-bias-dropout-fusion: the unfused linear + dropout + residual "
              "add (the baseline of the default, fused one)");
+  parser.Add("sweep-micro-batch", &f.sweep_micro_batch,
+             "run micro-batches 1, 2, 4, ... up to --batch-size (until one runs out of memory) "
+             "and report the best (ignores --chunk-size)");
   for (const char* name : {"batch-size", "steps", "distinct-batches", "vocab-size"}) {
     parser.SetMinimum(name, 1);
   }
@@ -161,6 +178,7 @@ struct Options {
   bool deterministic = false;
   bool cross_entropy_loss_fusion = false;
   bool bias_dropout_fusion = true;
+  bool sweep_micro_batch = false;
   gpt2::Gpt2Config model;
 };
 
@@ -216,6 +234,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.deterministic = f.deterministic;
   o.cross_entropy_loss_fusion = f.cross_entropy_loss_fusion;
   o.bias_dropout_fusion = !f.no_bias_dropout_fusion;
+  o.sweep_micro_batch = f.sweep_micro_batch;
   o.model.vocab_size = f.vocab_size;
   if (f.seq_length > 0) {
     o.model.seq_length = f.seq_length;
@@ -241,22 +260,27 @@ std::optional<double> PeakMemoryGb(const c10::Device& device) {
   return *bytes / 1e9;
 }
 
-// --distinct-batches fixed batches of random sequences, on the device. The tokens of batch k
+// --distinct-batches fixed batches of random sequences, on the host (page-locked for CUDA), as
+// the trainer's loader gives them: the engine sums the loss mask there and copies each
+// micro-batch to the device without waiting. The tokens of batch k
 // are the k-th draw of at::randint(0, vocab, [batch, seq + 1]) from a CPU generator seeded
 // with --seed, which torch.randint with torch.Generator().manual_seed(seed) reproduces.
 std::vector<varuna::TensorMap> MakeBatches(const Options& o) {
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   const int64_t b = o.engine.batch_size;
   const int64_t s = o.model.seq_length;
+  const bool pin = o.engine.device.is_cuda();
+  auto host = [pin](const at::Tensor& tensor) {
+    return pin ? tensor.contiguous().pin_memory() : tensor.contiguous();
+  };
   std::vector<varuna::TensorMap> batches;
   for (int k = 0; k < o.distinct_batches; ++k) {
     const at::Tensor tokens = at::randint(0, o.model.vocab_size, {b, s + 1}, generator, at::kLong);
     varuna::TensorMap batch;
-    batch["input_ids"] = tokens.narrow(1, 0, s).contiguous().to(o.engine.device);
-    batch["labels"] = tokens.narrow(1, 1, s).contiguous().to(o.engine.device);
-    batch["position_ids"] =
-        at::arange(s, at::kLong).expand({b, s}).contiguous().to(o.engine.device);
-    batch["loss_mask"] = at::ones({b, s}, at::kFloat).to(o.engine.device);
+    batch["input_ids"] = host(tokens.narrow(1, 0, s));
+    batch["labels"] = host(tokens.narrow(1, 1, s));
+    batch["position_ids"] = host(at::arange(s, at::kLong).expand({b, s}));
+    batch["loss_mask"] = host(at::ones({b, s}, at::kFloat));
     batches.push_back(std::move(batch));
   }
   return batches;
@@ -295,8 +319,15 @@ absl::Status Step(varuna::Varuna& engine, const varuna::TensorMap& batch, int in
   return absl::OkStatus();
 }
 
-absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::TensorMap>& batches,
-                        const Options& o) {
+// What --profile-ops measured beyond its table (nullopt where it cannot tell).
+struct ProfileSummary {
+  std::optional<double> device_busy_fraction;
+  std::optional<double> host_syncs_per_step;  // blocking CUDA calls, the bracketing ones out
+};
+
+absl::StatusOr<ProfileSummary> ProfileOps(varuna::Varuna& engine,
+                                          const std::vector<varuna::TensorMap>& batches,
+                                          const Options& o) {
   const bool cuda = o.engine.device.is_cuda();
   double wall_ms = 0;
   absl::StatusOr<std::vector<ProfiledEvent>> events = ProfileEvents(cuda, [&]() -> absl::Status {
@@ -314,6 +345,7 @@ absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::Tensor
   if (!events.ok()) return events.status();
   const std::string steps = absl::StrCat(o.profile_steps, " profiled steps, ",
                                          absl::StrFormat("%.1f ms", wall_ms), " of wall time");
+  ProfileSummary summary;
   std::vector<OpTime> device = DeviceTimeByOp(*events);
   if (!device.empty()) {
     absl::PrintF("%s", FormatOpTable(absl::StrCat("device time by op (", steps,
@@ -321,7 +353,36 @@ absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::Tensor
                                                   "it; % of the wall time):"),
                                      device, wall_ms, 25)
                            .c_str());
-    return absl::OkStatus();
+    const double busy_ms = DeviceBusyMilliseconds(*events);
+    summary.device_busy_fraction = wall_ms > 0 ? busy_ms / wall_ms : 0.0;
+    absl::PrintF(
+        "device busy fraction: %.1f%% (%.1f ms with a kernel, copy or memset running, overlaps "
+        "counted once, of %.1f ms of wall time; idle %.1f ms per step; measured under the "
+        "profiler, which slows the host: a lower bound on the fraction without it)\n",
+        100 * *summary.device_busy_fraction, busy_ms, wall_ms,
+        (wall_ms - busy_ms) / o.profile_steps);
+    const std::map<std::string, int64_t> syncs = HostSyncCalls(*events);
+    bool any_runtime = false;
+    for (const ProfiledEvent& event : *events) any_runtime = any_runtime || event.runtime;
+    if (any_runtime) {
+      int64_t waits = 0;
+      std::string by_name;
+      for (const auto& [name, calls] : syncs) {
+        // The two device synchronisations around the profiled steps are the benchmark's own.
+        waits += name == "cudaDeviceSynchronize" ? std::max<int64_t>(calls - 2, 0) : calls;
+        absl::StrAppend(&by_name, by_name.empty() ? "" : ", ", name, " ", calls);
+      }
+      summary.host_syncs_per_step = static_cast<double>(waits) / o.profile_steps;
+      absl::PrintF(
+          "host waits for the device: %.1f per step (%s over %d steps, including the 2 "
+          "cudaDeviceSynchronize around them)\n",
+          *summary.host_syncs_per_step, by_name.empty() ? "none" : by_name.c_str(),
+          o.profile_steps);
+    } else {
+      absl::PrintF(
+          "host waits for the device: not recorded (no CUDA runtime calls in the trace)\n");
+    }
+    return summary;
   }
   if (cuda) {
     absl::PrintF(
@@ -332,7 +393,10 @@ absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::Tensor
       "%s", FormatOpTable(absl::StrCat("host self time by op (", steps, "; % of the wall time):"),
                           HostSelfTimeByOp(*events), wall_ms, 25)
                 .c_str());
-  return absl::OkStatus();
+  absl::PrintF("device busy fraction: %s\n",
+               cuda ? "unknown (the profiler saw no device activity)"
+                    : "n/a on the CPU (no device: the host runs every op itself)");
+  return summary;
 }
 
 // The JSON line's fields: impl, preset, dtype, device, attention, batch, micro_batch, seq,
@@ -340,9 +404,11 @@ absl::Status ProfileOps(varuna::Varuna& engine, const std::vector<varuna::Tensor
 // the peak is unknown), hw_tflops (with recomputed forwards; equals tflops at P=1),
 // peak_tflops, step_ms, losses [first, last], skipped (count over all steps),
 // last_skipped_step (1-based, 0 if none), peak_memory_gb (null on the CPU), deterministic
-// (whether the run was under --deterministic's switches). Returns the tokens/s.
-double PrintResult(const Options& o, const std::string& device_name, const std::string& attention,
-                   const Run& run, int recomputed, bool deterministic) {
+// (whether the run was under --deterministic's switches). Prints the human line and returns the
+// JSON, which Benchmark completes with the profile's device_busy_fraction and
+// host_syncs_per_step (null without --profile-ops, or where unknown) and prints.
+Value PrintResult(const Options& o, const std::string& device_name, const std::string& attention,
+                  const Run& run, int recomputed, bool deterministic) {
   const int64_t b = o.engine.batch_size;
   const int micro_batches =
       (o.engine.batch_size + o.engine.micro_batch_size() - 1) / o.engine.micro_batch_size();
@@ -404,13 +470,14 @@ double PrintResult(const Options& o, const std::string& device_name, const std::
   json["last_skipped_step"] = run.skipped_steps.empty() ? 0 : run.skipped_steps.back() + 1;
   json["peak_memory_gb"] = memory ? Value(*memory) : Value();
   json["deterministic"] = deterministic;
-  absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
-  return t.tokens_per_second;
+  json["device_busy_fraction"] = Value();
+  json["host_syncs_per_step"] = Value();
+  return json;
 }
 
 // One benchmark run on a fresh engine; `deterministic`: under --deterministic's switches
-// (already entered). Returns the tokens/s.
-absl::StatusOr<double> Benchmark(const Options& o, bool deterministic) {
+// (already entered). Returns its JSON line (printed).
+absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
   const std::string device_name = trainer::DeviceName(o.engine.device);
   trainer::GptEngineOptions options;
   options.model = o.model;
@@ -462,35 +529,113 @@ absl::StatusOr<double> Benchmark(const Options& o, bool deterministic) {
   Synchronize(o.engine.device);
   run.timed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double tokens_per_second =
+  Value json =
       PrintResult(o, device_name, varuna::kernels::AttentionBackendName(attention->backend), run,
                   recomputed, deterministic);
   if (o.profile_ops && o.profile_steps > 0) {
-    if (absl::Status s = ProfileOps(engine, batches, o); !s.ok()) return s;
+    absl::StatusOr<ProfileSummary> profile = ProfileOps(engine, batches, o);
+    if (!profile.ok()) return profile.status();
+    if (profile->device_busy_fraction) {
+      json["device_busy_fraction"] = *profile->device_busy_fraction;
+    }
+    if (profile->host_syncs_per_step) json["host_syncs_per_step"] = *profile->host_syncs_per_step;
   }
-  return tokens_per_second;
+  absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
+  std::fflush(stdout);
+  return json;
+}
+
+// --sweep-micro-batch: Benchmark at micro-batches 1, 2, 4, ... and the batch size, each on a
+// fresh engine with the allocator's cache released first, until one runs out of device memory;
+// then the table and the best run's JSON line again, with the sweep in it.
+absl::Status SweepMicroBatch(const Options& o) {
+  std::vector<int> sizes;
+  for (int size = 1; size < o.engine.batch_size; size *= 2) sizes.push_back(size);
+  sizes.push_back(o.engine.batch_size);
+  Value sweep = Value::array();
+  std::optional<Value> best;
+  std::string table;
+  for (int size : sizes) {
+    Options run = o;
+    run.engine.chunk_size = size;
+    varuna::benchmarks::ReleaseCachedMemory(o.engine.device);
+    varuna::benchmarks::ResetPeakMemory(o.engine.device);
+    absl::PrintF("\n==== micro-batch %d of %d\n", size, o.engine.batch_size);
+    std::fflush(stdout);
+    Value row = Value::object();
+    row["micro_batch"] = size;
+    std::optional<std::string> out_of_memory;
+    absl::StatusOr<Value> json;
+    try {
+      json = Benchmark(run, /*deterministic=*/false);
+    } catch (const c10::OutOfMemoryError& e) {
+      out_of_memory = std::string(e.what_without_backtrace());
+    }
+    varuna::benchmarks::ReleaseCachedMemory(o.engine.device);
+    if (out_of_memory) {
+      const std::string first_line = out_of_memory->substr(0, out_of_memory->find('\n'));
+      absl::PrintF("micro-batch %d: out of device memory (%s); larger ones are not tried\n", size,
+                   first_line.c_str());
+      row["error"] = "out of memory";
+      sweep.push_back(row);
+      absl::StrAppend(&table,
+                      absl::StrFormat("  %11d  %12s  %10s  %10s\n", size, "out of memory", "", ""));
+      break;
+    }
+    if (!json.ok()) return json.status();
+    const double tokens = (*json)["tokens_per_s"].get<double>();
+    const Value& memory = (*json)["peak_memory_gb"];
+    row["tokens_per_s"] = tokens;
+    row["step_ms"] = (*json)["step_ms"];
+    row["peak_memory_gb"] = memory;
+    sweep.push_back(row);
+    absl::StrAppend(
+        &table, absl::StrFormat("  %11d  %12.0f  %10.1f  %10s\n", size, tokens,
+                                (*json)["step_ms"].get<double>(),
+                                memory.is_null() ? std::string("n/a (CPU)")
+                                                 : absl::StrFormat("%.2f", memory.get<double>())));
+    if (!best || tokens > (*best)["tokens_per_s"].get<double>()) best = *json;
+  }
+  if (!best) {
+    return absl::ResourceExhaustedError(
+        "--sweep-micro-batch: even micro-batch 1 ran out of device memory: use a smaller model, "
+        "--seq-length or --dtype, or a device with more memory");
+  }
+  absl::PrintF(
+      "\nmicro-batch sweep, %s %s, batch %d (tokens/s of the timed steps; peak memory in GB):\n"
+      "  micro-batch      tokens/s     step ms     peak GB\n%s"
+      "best: micro-batch %lld, %.0f tokens/s\n",
+      o.preset, o.dtype_name, o.engine.batch_size, table,
+      static_cast<long long>((*best)["micro_batch"].get<int64_t>()),
+      (*best)["tokens_per_s"].get<double>());
+  (*best)["sweep"] = std::move(sweep);
+  absl::PrintF("%s\n", varuna::json::Serialize(*best).c_str());
+  return absl::OkStatus();
 }
 
 absl::Status Main(const Options& o) {
-  absl::StatusOr<double> standard = Benchmark(o, /*deterministic=*/false);
-  if (!standard.ok() || !o.deterministic) return standard.status();
+  if (o.sweep_micro_batch) return SweepMicroBatch(o);
+  absl::StatusOr<Value> standard_run = Benchmark(o, /*deterministic=*/false);
+  if (!standard_run.ok() || !o.deterministic) return standard_run.status();
+  const double standard = (*standard_run)["tokens_per_s"].get<double>();
   absl::StatusOr<std::vector<std::string>> lines = trainer::EnterDeterministicMode();
   if (!lines.ok()) return lines.status();
   absl::PrintF("\nthe same under --deterministic:\n");
   for (const std::string& line : *lines) absl::PrintF("%s\n", line.c_str());
-  absl::StatusOr<double> deterministic = Benchmark(o, /*deterministic=*/true);
-  if (!deterministic.ok()) return deterministic.status();
-  const double ratio = *deterministic / *standard;
+  absl::StatusOr<Value> deterministic_run = Benchmark(o, /*deterministic=*/true);
+  if (!deterministic_run.ok()) return deterministic_run.status();
+  const double deterministic = (*deterministic_run)["tokens_per_s"].get<double>();
+  const double ratio = deterministic / standard;
   absl::PrintF(
       "--deterministic: %.0f tokens/s against %.0f by default: ratio %.3f (deterministic / "
       "default, same process, same batches)\n",
-      *deterministic, *standard, ratio);
+      deterministic, standard, ratio);
   Value json = Value::object();
   json["determinism_ratio"] = ratio;
   json["preset"] = o.preset;
   json["dtype"] = o.dtype_name;
-  json["default_tokens_per_s"] = *standard;
-  json["deterministic_tokens_per_s"] = *deterministic;
+  json["default_tokens_per_s"] = standard;
+  json["deterministic_tokens_per_s"] = deterministic;
   absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
   return absl::OkStatus();
 }

@@ -47,7 +47,9 @@ bool IsBookkeeping(const std::string& name) {
 std::vector<OpTime> DeviceTimeByOp(const std::vector<ProfiledEvent>& events) {
   std::unordered_map<uint64_t, const ProfiledEvent*> host_ops;
   for (const ProfiledEvent& event : events) {
-    if (!event.device && event.correlation != 0) host_ops[event.correlation] = &event;
+    if (!event.device && !event.runtime && event.correlation != 0) {
+      host_ops[event.correlation] = &event;
+    }
   }
   std::map<std::string, Accumulated> by_name;
   std::set<uint64_t> launching_ops;
@@ -70,7 +72,7 @@ std::vector<OpTime> DeviceTimeByOp(const std::vector<ProfiledEvent>& events) {
 std::vector<OpTime> HostSelfTimeByOp(const std::vector<ProfiledEvent>& events) {
   std::map<uint64_t, std::vector<const ProfiledEvent*>> by_thread;
   for (const ProfiledEvent& event : events) {
-    if (!event.device) by_thread[event.thread].push_back(&event);
+    if (!event.device && !event.runtime) by_thread[event.thread].push_back(&event);
   }
   std::map<std::string, Accumulated> by_name;
   for (auto& [thread, ops] : by_thread) {
@@ -98,6 +100,34 @@ std::vector<OpTime> HostSelfTimeByOp(const std::vector<ProfiledEvent>& events) {
     }
   }
   return Sorted(by_name);
+}
+
+double DeviceBusyMilliseconds(const std::vector<ProfiledEvent>& events) {
+  std::vector<std::pair<uint64_t, uint64_t>> intervals;
+  for (const ProfiledEvent& event : events) {
+    if (event.device && event.end_ns > event.start_ns) {
+      intervals.emplace_back(event.start_ns, event.end_ns);
+    }
+  }
+  std::sort(intervals.begin(), intervals.end());
+  uint64_t busy = 0;
+  uint64_t covered_to = 0;  // the end of the union so far
+  for (const auto& [start, end] : intervals) {
+    const uint64_t from = std::max(start, covered_to);
+    if (end > from) busy += end - from;
+    covered_to = std::max(covered_to, end);
+  }
+  return Milliseconds(busy);
+}
+
+std::map<std::string, int64_t> HostSyncCalls(const std::vector<ProfiledEvent>& events) {
+  static const std::set<std::string> kBlocking = {"cudaStreamSynchronize", "cudaDeviceSynchronize",
+                                                  "cudaEventSynchronize", "cudaMemcpy"};
+  std::map<std::string, int64_t> calls;
+  for (const ProfiledEvent& event : events) {
+    if (event.runtime && kBlocking.count(event.name) > 0) ++calls[event.name];
+  }
+  return calls;
 }
 
 absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(
@@ -139,11 +169,14 @@ absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(
     const bool device = type == libkineto::ActivityType::CONCURRENT_KERNEL ||
                         type == libkineto::ActivityType::GPU_MEMCPY ||
                         type == libkineto::ActivityType::GPU_MEMSET;
-    if ((!host && !device) || kineto.isHiddenEvent()) continue;
+    const bool runtime = type == libkineto::ActivityType::CUDA_RUNTIME ||
+                         type == libkineto::ActivityType::CUDA_DRIVER;
+    if ((!host && !device && !runtime) || kineto.isHiddenEvent()) continue;
     ProfiledEvent event;
     event.name = kineto.name();
     if (IsBookkeeping(event.name)) continue;
     event.device = device;
+    event.runtime = runtime;
     event.thread = kineto.startThreadId();
     event.start_ns = kineto.startNs();
     event.end_ns = kineto.endNs();

@@ -10,6 +10,8 @@
 //     time.
 //   * host self time by op (a CPU run): each op's wall time minus the time of the ops nested
 //     directly inside it on the same thread. The sum is the time spent inside ops.
+// And two summaries of a CUDA run: the device's busy time (the union of its activities) and the
+// host's waits for the device (the blocking CUDA runtime calls).
 //
 // Thread safety: the pure functions are thread-safe; ProfileEvents turns the process-wide
 // profiler on and off and must not run concurrently with another profiler session.
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,9 @@ struct ProfiledEvent {
   // Host op: its correlation id. Device activity: the correlation id of the host op that
   // launched it, 0 if none.
   uint64_t correlation = 0;
+  // True for a CUDA runtime or driver call on the host (cudaLaunchKernel, cudaStreamSynchronize,
+  // ...; `device` is false): only HostSyncCalls reads these, the op tables ignore them.
+  bool runtime = false;
 };
 
 // One row of a table.
@@ -58,10 +64,21 @@ std::vector<OpTime> DeviceTimeByOp(const std::vector<ProfiledEvent>& events);
 // well-formed trace never holds) is treated as starting after it.
 std::vector<OpTime> HostSelfTimeByOp(const std::vector<ProfiledEvent>& events);
 
+// The device's busy time in milliseconds: the length of the union of the device activities'
+// intervals (activities that overlap, e.g. on two streams, count once). 0 without any.
+double DeviceBusyMilliseconds(const std::vector<ProfiledEvent>& events);
+
+// The host's waits for the device: how many times each blocking CUDA runtime call
+// (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, and the synchronous
+// cudaMemcpy) occurs among the runtime events, by name; calls that never occur are left out.
+// LibTorch's item() and blocking copies to or from the host end in cudaStreamSynchronize.
+std::map<std::string, int64_t> HostSyncCalls(const std::vector<ProfiledEvent>& events);
+
 // Runs `body` with the profiler recording host ops (and, when `cuda`, CUDA activities) and
-// returns the events recorded, profiler bookkeeping left out. The profiler is off again when
-// this returns. Returns `body`'s error if it fails, FailedPrecondition if a profiler is already
-// running or the profiler cannot be started (the message says which).
+// returns the events recorded (with CUDA, the runtime calls too), profiler bookkeeping left out.
+// The profiler is off again when this returns. Returns `body`'s error if it fails,
+// FailedPrecondition if a profiler is already running or the profiler cannot be started (the
+// message says which).
 absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(bool cuda,
                                                          const std::function<absl::Status()>& body);
 

@@ -96,6 +96,37 @@ TEST(DeviceTimeByOp, ChargesKernelsToTheOpThatLaunchedThem) {
   EXPECT_DOUBLE_EQ(rows[2].milliseconds, 1.0);
 }
 
+TEST(DeviceBusyMilliseconds, CountsOverlappingActivitiesOnce) {
+  EXPECT_DOUBLE_EQ(DeviceBusyMilliseconds({Host("aten::mm", 1, 0, 50, 7)}), 0.0);
+  const std::vector<ProfiledEvent> events = {
+      Host("aten::mm", 1, 0, 50, 7),  // host time is not device time
+      Kernel("a", 10, 14, 7),
+      Kernel("b", 12, 15, 7),  // overlaps a (another stream): 10..15 is 5 ms
+      Kernel("c", 15, 16, 7),  // back to back
+      Kernel("d", 20, 22, 0),  // after an idle gap of 4 ms
+      Kernel("e", 20, 21, 0),  // inside d
+  };
+  EXPECT_DOUBLE_EQ(DeviceBusyMilliseconds(events), 8.0);
+}
+
+TEST(HostSyncCalls, CountsTheBlockingRuntimeCallsOnly) {
+  auto runtime = [](const std::string& name) {
+    ProfiledEvent event = Host(name, 1, 0, 1, 5);
+    event.runtime = true;
+    return event;
+  };
+  const std::vector<ProfiledEvent> events = {
+      runtime("cudaLaunchKernel"),      runtime("cudaStreamSynchronize"),
+      runtime("cudaStreamSynchronize"), runtime("cudaEventSynchronize"),
+      runtime("cudaMemcpyAsync"),       Host("cudaStreamSynchronize", 1, 0, 1, 6),  // an op
+  };
+  const std::map<std::string, int64_t> calls = HostSyncCalls(events);
+  EXPECT_EQ(calls, (std::map<std::string, int64_t>{{"cudaEventSynchronize", 1},
+                                                   {"cudaStreamSynchronize", 2}}));
+  // The op tables leave runtime calls out.
+  EXPECT_TRUE(HostSelfTimeByOp({runtime("cudaLaunchKernel")}).empty());
+}
+
 TEST(DeviceTimeByOp, EmptyWithoutDeviceActivity) {
   EXPECT_TRUE(DeviceTimeByOp({Host("aten::mm", 1, 0, 1, 3)}).empty());
 }

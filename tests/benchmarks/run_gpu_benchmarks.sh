@@ -7,13 +7,17 @@
 # OUT_DIR/table.md, the markdown table it prints at the end: tokens/s, TFLOP/s, MFU, and the
 # ratios of each implementation's tokens/s to PyTorch eager's and torch.compile's.
 #
-#   run_gpu_benchmarks.sh [--quick] [--profile-ops] [--out-dir=DIR]
+#   run_gpu_benchmarks.sh [--quick] [--profile-ops] [--sweep-micro-batch] [--out-dir=DIR]
 #                         [--presets="gpt2-355m gpt2-1.5b"] [--dtypes="fp16 bf16"]
 #                         [--modes="eager compile"] [--steps=50] [--warmup-steps=5]
 #                         [--device=cuda|cpu]
 #
 #   In the GPU bundle (tests/gpu/bundle.sh):  gpu_bundle/bench/run_gpu_benchmarks.sh --profile-ops
 #   From the workspace:  bazel run -c opt //tests/benchmarks:run_gpu_benchmarks -- --quick
+#
+# --sweep-micro-batch: every implementation runs micro-batches 1, 2, 4, ... up to the batch
+# (until one runs out of memory; both programs' --sweep-micro-batch) and is compared at its own
+# best one; table.md then also lists each sweep (tokens/s and peak GB per micro-batch).
 #
 # Batch sizes (sequences per step) and micro-batch sizes, per preset, from the environment:
 #   BATCH_355M=16 CHUNK_355M=8 BATCH_1_5B=8 CHUNK_1_5B=4 (sequence length: the preset's, 1024)
@@ -31,6 +35,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 quick=0
 profile=""
+sweep=""
 out_dir=gpt2_throughput_results
 presets="gpt2-355m gpt2-1.5b"
 dtypes="fp16 bf16"
@@ -42,6 +47,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     --profile-ops) profile="--profile-ops" ;;
+    --sweep-micro-batch) sweep="--sweep-micro-batch" ;;
     --out-dir=*) out_dir=${arg#*=} ;;
     --presets=*) presets=${arg#*=} ;;
     --dtypes=*) dtypes=${arg#*=} ;;
@@ -118,6 +124,7 @@ batch_of() {
 }
 
 [[ -n "$profile" ]] && common+=("$profile")
+[[ -n "$sweep" ]] && common+=("$sweep")
 extra=()
 read -r -a extra <<< "${EXTRA_ARGS:-}"
 
@@ -195,6 +202,30 @@ for r in rows:
           f"{fmt(mfu, '.1f')}{'%' if mfu is not None else ''} | {r['step_ms']:.1f} | "
           f"{fmt(r['peak_memory_gb'], '.1f')} | {r['losses'][0]:.3f} -> {r['losses'][1]:.3f} | "
           f"{r['skipped']} (last {r['last_skipped_step']}) | {ratios[0]} | {ratios[1]} |")
+swept = [r for r in rows if "sweep" in r]
+if swept:
+    print("\nMicro-batch sweeps (each implementation is compared above at its best micro-batch): "
+          "tokens/s (peak GB) per micro-batch.\n")
+    print("| preset | dtype | impl | sweep | best |")
+    print("|---|---|---|---|---|")
+    for r in swept:
+        cells = []
+        for s in r["sweep"]:
+            if "error" in s:
+                cells.append(f"{s['micro_batch']}: {s['error']}")
+            else:
+                cells.append(f"{s['micro_batch']}: {s['tokens_per_s']:.0f} "
+                             f"({fmt(s['peak_memory_gb'], '.1f')})")
+        print(f"| {r['preset']} | {r['dtype']} | {r['impl']} | {'; '.join(cells)} | "
+              f"{r['micro_batch']} |")
+busy = [r for r in rows if r.get("device_busy_fraction") is not None]
+if busy:
+    print("\nDevice busy fraction under --profile-ops (device activity / wall time of the "
+          "profiled steps; a lower bound, the profiler slows the host):\n")
+    for r in busy:
+        syncs = r.get("host_syncs_per_step")
+        print(f"- {r['preset']} {r['dtype']} {r['impl']}: {100 * r['device_busy_fraction']:.1f}% "
+              f"busy, host waits per step: {fmt(syncs, '.1f')}")
 if quick:
     cpp = find("gpt2-tiny", "fp32", "varuna-cpp")
     eager = find("gpt2-tiny", "fp32", "pytorch-eager")

@@ -1,12 +1,18 @@
 // The engine on one stage and one replica, with a toy model: micro-batching returns what the
 // whole batch computes, tied weights stay bitwise equal, an overflow skips the step, clipping
-// bounds the update, checkpoints restore the state, and bad inputs are refused.
+// bounds the update, checkpoints restore the state, bad inputs are refused, and a step reads
+// nothing back from the device before its end.
 #include "varuna/varuna.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
+#include <memory>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -393,6 +399,77 @@ TEST_F(VarunaTest, StageSegmentsMustFitTheMapAndTheModel) {
   one.stage_segments = {1};
   EXPECT_THAT(std::string(Varuna::Create(Builder(), 2, one).status().message()),
               HasSubstr("--stage-segments=1 covers 1 segments but the model has 2"));
+}
+
+// Host reads of tensor values counted on this thread while a HostReadCounter lives, through
+// LibTorch's op observers: item() (aten::_local_scalar_dense, which every scalar read such as
+// `if (t.all().item<bool>())` goes through) and the ops that return host values or
+// data-dependent shapes. On CUDA each of these waits for the device; on the CPU they are what a
+// re-introduced wait looks like. (A .to(kCPU) read is a no-op on the CPU and is not seen here;
+// the step's one read copies into page-locked memory, see Varuna::step.)
+class HostReadCounter {
+ public:
+  HostReadCounter() {
+    count() = 0;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&HostReadCounter::OnOp).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~HostReadCounter() { at::removeCallback(handle_); }
+  int reads() const { return count(); }
+
+ private:
+  static int& count() {
+    thread_local int reads = 0;
+    return reads;
+  }
+  static std::unique_ptr<at::ObserverContext> OnOp(const at::RecordFunction& fn) {
+    static const std::set<std::string> kReads = {"aten::_local_scalar_dense",
+                                                 "aten::equal",
+                                                 "aten::allclose",
+                                                 "aten::is_nonzero",
+                                                 "aten::nonzero",
+                                                 "aten::masked_select",
+                                                 "aten::_unique2",
+                                                 "aten::unique_consecutive"};
+    if (kReads.count(fn.name()) > 0) ++count();
+    return nullptr;
+  }
+  at::CallbackHandle handle_;
+};
+
+TEST_F(VarunaTest, StepReadsNothingBackBeforeItsEnd) {
+  {
+    const at::Tensor probe = torch::ones({2});
+    HostReadCounter counter;
+    (void)probe.sum().item<float>();
+    ASSERT_EQ(counter.reads(), 1) << "the counter must see an item()";
+  }
+  // Micro-batches, the local tied pair, clipping, an applied and an overflowing step: the loss,
+  // norm and overflow flag reach the host in one copy at the end, never through a read.
+  auto engine = Make(4, 2, /*clip=*/1e-3);
+  ASSERT_TRUE(engine->step(Batch(4, 0)).ok());
+  TensorMap poisoned = Batch(4, 1);
+  poisoned["scale"][3] = std::numeric_limits<float>::infinity();
+  for (const TensorMap& batch : {Batch(4, 2), poisoned}) {
+    HostReadCounter counter;
+    absl::StatusOr<StepResult> result = engine->step(batch);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(counter.reads(), 0) << "a value was read back during the step";
+  }
+  // GPT-2's loss weight sums each micro-batch's loss mask: a read of the host inputs (one per
+  // micro-batch), the only reads the step makes.
+  VarunaOptions options;
+  options.batch_size = 6;
+  options.chunk_size = 2;
+  auto masked = *Varuna::Create([](SegmentRange r) { return std::make_shared<MaskedToyStage>(r); },
+                                2, options);
+  ASSERT_TRUE(
+      masked->set_optimizer(std::make_unique<Adam>(masked->parameters(), AdamOptions()), {}).ok());
+  TensorMap batch = Batch(6, 5);
+  batch["mask"] = torch::tensor({1.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.0f});
+  HostReadCounter counter;
+  ASSERT_TRUE(masked->step(batch).ok());
+  EXPECT_EQ(counter.reads(), 3);
 }
 
 }  // namespace

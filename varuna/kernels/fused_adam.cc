@@ -64,7 +64,8 @@ void CheckArguments(const std::vector<at::Tensor>& masters, const std::vector<at
                     const std::vector<at::Tensor>& exp_avg,
                     const std::vector<at::Tensor>& exp_avg_sq,
                     const std::vector<at::Tensor>& model_copies, const std::vector<bool>& decay,
-                    const AdamHyperparameters& hp, const at::Tensor& skip) {
+                    const AdamHyperparameters& hp, const at::Tensor& skip,
+                    const at::Tensor& grad_scale) {
   const size_t n = masters.size();
   const std::pair<const char*, size_t> lists[] = {{"grads", grads.size()},
                                                   {"exp_avg", exp_avg.size()},
@@ -110,13 +111,21 @@ void CheckArguments(const std::vector<at::Tensor>& masters, const std::vector<at
       }
     }
   }
-  if (skip.defined()) {
-    TORCH_CHECK(skip.scalar_type() == at::kFloat && skip.numel() == 1, kOp,
-                ": skip must be a float32 tensor of one element, not ", skip.scalar_type(), " ",
-                skip.sizes());
-    TORCH_CHECK(skip.device() == first.device(), kOp, ": skip is on ", skip.device(),
+  for (const auto& [name, flag] :
+       {std::pair{"skip", &skip}, std::pair{"grad_scale", &grad_scale}}) {
+    if (!flag->defined()) continue;
+    TORCH_CHECK(flag->scalar_type() == at::kFloat && flag->numel() == 1, kOp, ": ", name,
+                " must be a float32 tensor of one element, not ", flag->scalar_type(), " ",
+                flag->sizes());
+    TORCH_CHECK(flag->device() == first.device(), kOp, ": ", name, " is on ", flag->device(),
                 " but masters[0] is on ", first.device(), "; put all tensors on one device");
   }
+}
+
+// The value of a one-element float32 tensor: read from host memory for a CPU tensor (no
+// device read, no op dispatched), else through item().
+float ScalarOf(const at::Tensor& tensor) {
+  return tensor.is_cpu() ? *tensor.data_ptr<float>() : tensor.item<float>();
 }
 
 // The LibTorch reference: varuna::Adam::Step's op sequence, per tensor.
@@ -126,15 +135,17 @@ void FusedAdamStepReference(const std::vector<at::Tensor>& masters,
                             const std::vector<at::Tensor>& exp_avg_sq,
                             const std::vector<at::Tensor>& model_copies,
                             const std::vector<bool>& decay, const AdamHyperparameters& hp,
-                            const at::Tensor& skip) {
-  if (skip.defined() && skip.item<float>() != 0.0f) return;
+                            const at::Tensor& skip, const at::Tensor& grad_scale) {
+  if (skip.defined() && ScalarOf(skip) != 0.0f) return;
+  // A tensor's scale is already a float; hp.grad_scale becomes one in mul's scalar conversion.
+  const double scale = grad_scale.defined() ? ScalarOf(grad_scale) : hp.grad_scale;
   const StepConstants c = ConstantsOf(hp);
   for (size_t i = 0; i < masters.size(); ++i) {
     if (masters[i].numel() == 0) continue;
     const at::Tensor& m = exp_avg[i];
     const at::Tensor& v = exp_avg_sq[i];
     const at::Tensor& w = masters[i];
-    const at::Tensor g = hp.grad_scale == 1.0 ? grads[i] : grads[i].mul(hp.grad_scale);
+    const at::Tensor g = scale == 1.0 ? grads[i] : grads[i].mul(scale);
     m.mul_(hp.beta1).add_(g, 1.0 - hp.beta1);
     v.mul_(hp.beta2).addcmul_(g, g, 1.0 - hp.beta2);
     const at::Tensor denom = v.sqrt().mul_(c.rsqrt_bias2).add_(hp.eps);
@@ -150,7 +161,8 @@ void FusedAdamStepCuda(const std::vector<at::Tensor>& masters, const std::vector
                        const std::vector<at::Tensor>& exp_avg,
                        const std::vector<at::Tensor>& exp_avg_sq,
                        const std::vector<at::Tensor>& model_copies, const std::vector<bool>& decay,
-                       const AdamHyperparameters& hp, const at::Tensor& skip) {
+                       const AdamHyperparameters& hp, const at::Tensor& skip,
+                       const at::Tensor& grad_scale) {
   const c10::Device device = masters[0].device();
   const c10::cuda::CUDAGuard guard(device);
   std::vector<std::vector<at::Tensor>> operands;
@@ -179,6 +191,7 @@ void FusedAdamStepCuda(const std::vector<at::Tensor>& masters, const std::vector
       table.host().to(at::TensorOptions().device(device), /*non_blocking=*/true);
   CheckCuda(cuda::LaunchFusedAdam(table.ViewOf(on_device), args,
                                   skip.defined() ? skip.data_ptr<float>() : nullptr,
+                                  grad_scale.defined() ? grad_scale.data_ptr<float>() : nullptr,
                                   CurrentCudaStream(masters[0])),
             kOp);
 }
@@ -190,17 +203,20 @@ void FusedAdamStep(const std::vector<at::Tensor>& masters, const std::vector<at:
                    const std::vector<at::Tensor>& exp_avg,
                    const std::vector<at::Tensor>& exp_avg_sq,
                    const std::vector<at::Tensor>& model_copies, const std::vector<bool>& decay,
-                   const AdamHyperparameters& hp, const at::Tensor& skip) {
-  CheckArguments(masters, grads, exp_avg, exp_avg_sq, model_copies, decay, hp, skip);
+                   const AdamHyperparameters& hp, const at::Tensor& skip,
+                   const at::Tensor& grad_scale) {
+  CheckArguments(masters, grads, exp_avg, exp_avg_sq, model_copies, decay, hp, skip, grad_scale);
   if (masters.empty()) return;
   const at::NoGradGuard no_grad;
 #ifdef VARUNA_WITH_CUDA_KERNELS
   if (masters[0].is_cuda()) {
-    FusedAdamStepCuda(masters, grads, exp_avg, exp_avg_sq, model_copies, decay, hp, skip);
+    FusedAdamStepCuda(masters, grads, exp_avg, exp_avg_sq, model_copies, decay, hp, skip,
+                      grad_scale);
     return;
   }
 #endif
-  FusedAdamStepReference(masters, grads, exp_avg, exp_avg_sq, model_copies, decay, hp, skip);
+  FusedAdamStepReference(masters, grads, exp_avg, exp_avg_sq, model_copies, decay, hp, skip,
+                         grad_scale);
 }
 
 }  // namespace varuna::kernels

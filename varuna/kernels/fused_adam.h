@@ -23,7 +23,10 @@
 // float32, float16 or bfloat16 tensor with the master's element count that receives the update.
 // decay has one flag per tensor. skip, when defined, is a float32 tensor of one element on the
 // same device: if it holds a nonzero value (an overflowed step) nothing changes at all; on CUDA
-// the kernel reads it on the device, so the caller never synchronises. grads are read only.
+// the kernel reads it on the device, so the caller never synchronises. grad_scale, when defined,
+// is a float32 tensor of one element on the same device whose value replaces hp.grad_scale (on
+// CUDA read by the kernel, so a clip coefficient computed on the device needs no host read; on
+// the CPU read from host memory). grads are read only.
 // Empty tensors are skipped. Misuse (list lengths, undefined tensors, devices, dtypes, element
 // counts, non-contiguous tensors, step < 1, betas outside [0, 1)) throws c10::Error naming
 // the op and the argument. CUDA work goes on the current stream of the tensors' device.
@@ -53,7 +56,8 @@ void FusedAdamStep(const std::vector<at::Tensor>& masters, const std::vector<at:
                    const std::vector<at::Tensor>& exp_avg,
                    const std::vector<at::Tensor>& exp_avg_sq,
                    const std::vector<at::Tensor>& model_copies, const std::vector<bool>& decay,
-                   const AdamHyperparameters& hp, const at::Tensor& skip = {});
+                   const AdamHyperparameters& hp, const at::Tensor& skip = {},
+                   const at::Tensor& grad_scale = {});
 
 }  // namespace varuna::kernels
 

@@ -1,8 +1,9 @@
 #include "varuna/kernels/multi_tensor.h"
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/maximum.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
@@ -68,13 +69,15 @@ UnscaleNormResult UnscaleNormReference(const std::vector<at::Tensor>& source,
                                        const std::vector<at::Tensor>* destination, double scale,
                                        const Work& work, const c10::Device& device) {
   const at::TensorOptions f32 = at::TensorOptions().device(device).dtype(at::kFloat);
-  bool found = false;
+  // The flag stays a tensor (no read back to the host), as on CUDA.
+  at::Tensor found = at::zeros({1}, f32);
   at::Tensor sum = at::zeros({1}, f32);
   for (size_t i = 0; i < source.size(); ++i) {
     const at::Tensor& x = source[i];
     if (x.numel() == 0) continue;
     // Before the write: the destination may be the source.
-    if (work.check && !found) found = !at::isfinite(x).all().item<bool>();
+    if (work.check)
+      found = at::maximum(found, at::logical_not(at::isfinite(x)).any().to(at::kFloat));
     at::Tensor unscaled;
     if (work.write) {
       const at::Tensor& out = (*destination)[i];
@@ -87,7 +90,7 @@ UnscaleNormResult UnscaleNormReference(const std::vector<at::Tensor>& source,
     if (work.norm) sum.add_(unscaled.square().sum());
   }
   UnscaleNormResult result;
-  if (work.check) result.found_inf = at::full({1}, found ? 1.0 : 0.0, f32);
+  if (work.check) result.found_inf = found;
   if (work.norm) result.sum_of_squares = sum;
   return result;
 }

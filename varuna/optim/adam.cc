@@ -23,17 +23,42 @@ Adam::Adam(std::vector<NamedParameter> parameters, const AdamOptions& options)
   }
 }
 
+namespace {
+
+kernels::AdamHyperparameters HyperparametersOf(const AdamOptions& options, int64_t step) {
+  kernels::AdamHyperparameters hp;
+  hp.lr = options.lr;
+  hp.beta1 = options.beta1;
+  hp.beta2 = options.beta2;
+  hp.eps = options.eps;
+  hp.weight_decay = options.weight_decay;
+  hp.step = step;
+  return hp;
+}
+
+}  // namespace
+
 void Adam::Step(double grad_scale) {
   ++step_count_;
-  kernels::AdamHyperparameters hp;
-  hp.lr = options_.lr;
-  hp.beta1 = options_.beta1;
-  hp.beta2 = options_.beta2;
-  hp.eps = options_.eps;
-  hp.weight_decay = options_.weight_decay;
-  hp.step = step_count_;
+  kernels::AdamHyperparameters hp = HyperparametersOf(options_, step_count_);
   hp.grad_scale = grad_scale;
   kernels::FusedAdamStep(masters_, master_grads_, exp_avg_, exp_avg_sq_, model_copies_, decay_, hp);
+}
+
+void Adam::StepOnDevice(const at::Tensor& grad_scale, const at::Tensor& skip) {
+  kernels::FusedAdamStep(masters_, master_grads_, exp_avg_, exp_avg_sq_, model_copies_, decay_,
+                         HyperparametersOf(options_, step_count_ + 1), skip, grad_scale);
+}
+
+std::vector<at::Tensor>& Adam::MasterGrads() {
+  for (size_t i = 0; i < master_grads_.size(); ++i) {
+    if (!master_grads_[i].defined()) master_grads_[i] = at::empty_like(masters_[i]);
+  }
+  return master_grads_;
+}
+
+void Adam::ReleaseMasterGrads() {
+  for (at::Tensor& grad : master_grads_) grad = at::Tensor();
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Adam::StateOf(size_t i) const {

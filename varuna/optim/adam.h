@@ -63,7 +63,14 @@ class Adam {
 
   // One entry per parameter, in construction order: the fp32 gradient the next Step() uses.
   // The engine writes (unscaled, reduced, clipped) gradients here; zeros after construction.
-  std::vector<at::Tensor>& MasterGrads() { return master_grads_; }
+  // After ReleaseMasterGrads() the next call allocates them again, uninitialised: the caller
+  // must then write every element before stepping.
+  std::vector<at::Tensor>& MasterGrads();
+  // Frees the master gradients (as many fp32 elements as the parameters) until MasterGrads() is
+  // next called, so that the memory serves the activations of the forward and backward passes
+  // in between (work already queued on them keeps it: LibTorch's allocator orders reuse on the
+  // stream).
+  void ReleaseMasterGrads();
   const std::vector<NamedParameter>& parameters() const { return parameters_; }
 
   // The fp32 master copy of parameter i (the parameter itself when it is fp32).
@@ -72,6 +79,14 @@ class Adam {
   // Applies one update with the current master gradients, each multiplied by `grad_scale` first
   // (e.g. the gradient-clipping coefficient), and increments step_count().
   void Step(double grad_scale = 1.0);
+
+  // Enqueues the update of step number step_count() + 1 with its inputs on the parameters'
+  // device, so the caller need not read anything back first: every gradient is multiplied by
+  // `grad_scale`, and nothing at all changes if `skip` holds a nonzero value (both float32
+  // tensors of one element, read on the device; see kernels::FusedAdamStep). step_count() is
+  // left alone: call CountStep() once the caller knows the update was applied (skip held 0).
+  void StepOnDevice(const at::Tensor& grad_scale, const at::Tensor& skip);
+  void CountStep() { ++step_count_; }
 
   // Named state tensors of parameter i: "<name>" (fp32 master), "<name>.exp_avg",
   // "<name>.exp_avg_sq" (CPU copies are the caller's business).

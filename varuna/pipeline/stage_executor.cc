@@ -97,17 +97,24 @@ class Prefetcher {
   std::thread thread_;
 };
 
-// The sum of weight * loss over micro-batches, kept on the loss's device until Value(), so that
-// the host does not wait for each forward to finish before it queues the next work.
+// The sum of weight * loss over micro-batches, kept on the loss's device (never read back here),
+// so that the host does not wait for any forward to finish before it queues the next work.
 class WeightedLoss {
  public:
+  explicit WeightedLoss(const c10::Device& device) : device_(device) {}
+
   void Add(double weight, const at::Tensor& loss) {
     const at::Tensor term = loss.detach().to(at::kDouble) * weight;
     sum_ = sum_.defined() ? sum_ + term : term;
   }
-  double Value() const { return sum_.defined() ? sum_.item<double>() : 0.0; }
+  // A float64 scalar on the device (0 when nothing was added).
+  at::Tensor Value() const {
+    return sum_.defined() ? sum_.reshape({})
+                          : at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  }
 
  private:
+  c10::Device device_;
   at::Tensor sum_;
 };
 
@@ -120,8 +127,9 @@ struct InFlight {
 
 }  // namespace
 
-absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_batches,
-                                            const std::vector<double>& weights, double loss_scale) {
+absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& micro_batches,
+                                                const std::vector<double>& weights,
+                                                double loss_scale) {
   const int m = static_cast<int>(micro_batches.size());
   const std::vector<Task> tasks = BuildSchedule(schedule_, num_stages_, m, stage_);
   std::vector<InFlight> state(m);
@@ -129,7 +137,7 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
   PendingSends sends;
   Prefetcher activations(first() ? nullptr : pipeline_, stage_ - 1, m, ActivationTag, device_);
   Prefetcher gradients(last() ? nullptr : pipeline_, stage_ + 1, m, GradientTag, device_);
-  WeightedLoss loss;
+  WeightedLoss loss(device_);
 
   auto forward = [&](int i, bool with_graph) -> at::Tensor {
     at::AutoGradMode grad_mode(with_graph);
@@ -215,11 +223,11 @@ absl::StatusOr<double> StageExecutor::Train(const std::vector<TensorMap>& micro_
   return loss.Value();
 }
 
-absl::StatusOr<double> StageExecutor::Evaluate(const std::vector<TensorMap>& micro_batches,
-                                               const std::vector<double>& weights) {
+absl::StatusOr<at::Tensor> StageExecutor::Evaluate(const std::vector<TensorMap>& micro_batches,
+                                                   const std::vector<double>& weights) {
   at::NoGradGuard no_grad;
   PendingSends sends;
-  WeightedLoss loss;
+  WeightedLoss loss(device_);
   for (int i = 0; i < static_cast<int>(micro_batches.size()); ++i) {
     at::Tensor input;
     if (!first()) {

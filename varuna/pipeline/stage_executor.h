@@ -15,6 +15,7 @@
 #ifndef VARUNA_PIPELINE_STAGE_EXECUTOR_H_
 #define VARUNA_PIPELINE_STAGE_EXECUTOR_H_
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <vector>
@@ -41,13 +42,14 @@ class StageExecutor {
 
   // Runs the step: gradients accumulate into the model's parameters' .grad. The last stage
   // backpropagates weights[i] * loss_scale * loss_i; the others the gradients they receive.
-  // Returns sum_i weights[i] * loss_i on the last stage and 0 on the others.
-  absl::StatusOr<double> Train(const std::vector<TensorMap>& micro_batches,
-                               const std::vector<double>& weights, double loss_scale);
+  // Returns sum_i weights[i] * loss_i on the last stage and 0 on the others, as a float64
+  // scalar tensor on the stage's device: nothing here waits for the device (no host read).
+  absl::StatusOr<at::Tensor> Train(const std::vector<TensorMap>& micro_batches,
+                                   const std::vector<double>& weights, double loss_scale);
 
   // Forward only, without gradients or dropout; the same return value.
-  absl::StatusOr<double> Evaluate(const std::vector<TensorMap>& micro_batches,
-                                  const std::vector<double>& weights);
+  absl::StatusOr<at::Tensor> Evaluate(const std::vector<TensorMap>& micro_batches,
+                                      const std::vector<double>& weights);
 
  private:
   bool first() const { return stage_ == 0; }

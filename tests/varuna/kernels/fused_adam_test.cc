@@ -1,8 +1,8 @@
 // Kernel equivalence of the fused multi-tensor Adam step: three steps on odd-sized tensors
 // (1 to 131075 elements, an empty one, an unaligned view), weight decay on some, model copies
 // in float16 / bfloat16 / float32 on some, grad_scale != 1, against a float64 composition of the
-// formula; the device-side skip; and, on the CPU, bitwise equality with the op sequence of
-// varuna::Adam::Step before it called FusedAdamStep (the resume tests rely on it).
+// formula; the device-side skip and grad_scale; and, on the CPU, bitwise equality with the op
+// sequence of varuna::Adam::Step before it called FusedAdamStep (the resume tests rely on it).
 #include "varuna/kernels/fused_adam.h"
 
 #include <ATen/ATen.h>
@@ -198,6 +198,32 @@ TEST_F(FusedAdamStepTest, SkipOneChangesNothingAndSkipZeroUpdates) {
   reference.ExpectMatches(s);
   EXPECT_FALSE(at::equal(s.masters[5].cpu(), masters[5])) << "skip = 0 must update";
   ExpectBitwiseEqual(s.grads, grads, "grads (read only)");
+}
+
+// A grad_scale tensor (the engine's clip coefficient, computed on the device) is the same
+// update as hp.grad_scale holding its value, bitwise; and skip still wins over it.
+TEST_F(FusedAdamStepTest, GradScaleTensorEqualsTheHostGradScale) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const AdamState host = MakeState(device, true, 4500);
+  const AdamState tensor = MakeState(device, true, 4500);
+  NewGradients(host, 4600);
+  NewGradients(tensor, 4600);
+  const at::TensorOptions f32 = at::TensorOptions(device).dtype(at::kFloat);
+  AdamHyperparameters hp = Hyperparameters();
+  hp.grad_scale = 0.3712345678;
+  host.Step(hp);
+  const at::Tensor scale = at::full({1}, hp.grad_scale, f32);
+  hp.grad_scale = 1.0;  // Replaced by the tensor.
+  FusedAdamStep(tensor.masters, tensor.grads, tensor.exp_avg, tensor.exp_avg_sq, tensor.copies,
+                tensor.decay, hp, {}, scale);
+  ExpectBitwiseEqual(tensor.masters, Snapshot(host.masters), "masters");
+  ExpectBitwiseEqual(tensor.exp_avg, Snapshot(host.exp_avg), "exp_avg");
+  ExpectBitwiseEqual(tensor.exp_avg_sq, Snapshot(host.exp_avg_sq), "exp_avg_sq");
+  ExpectBitwiseEqual(tensor.copies, Snapshot(host.copies), "copies");
+  const std::vector<at::Tensor> masters = Snapshot(tensor.masters);
+  FusedAdamStep(tensor.masters, tensor.grads, tensor.exp_avg, tensor.exp_avg_sq, tensor.copies,
+                tensor.decay, hp, at::ones({1}, f32), scale);
+  ExpectBitwiseEqual(tensor.masters, masters, "masters after a skipped step");
 }
 
 // varuna::Adam::Step before it called FusedAdamStep (varuna/adam.cc at commit 35cd309), kept

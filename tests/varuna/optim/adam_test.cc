@@ -79,6 +79,35 @@ TEST(AdamTest, HalfParameterHasFp32Master) {
   EXPECT_EQ(p[0].item<float>(), adam.master(0)[0].to(torch::kHalf).item<float>());
 }
 
+// StepOnDevice applies step_count() + 1 and leaves the count to CountStep; with the skip flag
+// set it changes nothing. Released master gradients come back (shaped as the masters) on the
+// next MasterGrads(), and stepping before that is refused rather than reading freed memory.
+TEST(AdamTest, StepOnDeviceAndReleasedMasterGrads) {
+  torch::manual_seed(3);
+  const at::Tensor g = torch::randn({4, 2});
+  at::Tensor w = torch::randn({4, 2});
+  at::Tensor w_host = w.clone();
+  Adam on_device({{"w", w, true}}, AdamOptions());
+  Adam on_host({{"w", w_host, true}}, AdamOptions());
+  on_device.MasterGrads()[0].copy_(g);
+  on_host.MasterGrads()[0].copy_(g);
+  const at::Tensor before = w.clone();
+  on_device.StepOnDevice(torch::full({1}, 0.25f), torch::ones({1}));  // skipped
+  EXPECT_TRUE(torch::equal(w, before));
+  on_device.StepOnDevice(torch::full({1}, 0.25f), torch::zeros({1}));
+  EXPECT_EQ(on_device.step_count(), 0);
+  on_device.CountStep();
+  on_host.Step(0.25);
+  EXPECT_EQ(on_device.step_count(), 1);
+  EXPECT_TRUE(torch::equal(w, w_host));
+
+  on_device.ReleaseMasterGrads();
+  EXPECT_THROW(on_device.Step(), c10::Error);
+  ASSERT_TRUE(on_device.MasterGrads()[0].defined());
+  EXPECT_EQ(on_device.MasterGrads()[0].sizes(), w.sizes());
+  EXPECT_EQ(on_device.MasterGrads()[0].scalar_type(), at::kFloat);
+}
+
 TEST(AdamTest, StateRoundTripAndErrors) {
   at::Tensor p = torch::randn({2, 2});
   Adam adam({{"x", p, true}}, AdamOptions());

@@ -65,8 +65,10 @@ __device__ __forceinline__ void AdamChunk(const BlockChunk& chunk, const AdamKer
 }
 
 __global__ void __launch_bounds__(kAdamThreads)
-    FusedAdamKernel(ChunkTableView table, AdamKernelArgs args, const float* skip) {
+    FusedAdamKernel(ChunkTableView table, AdamKernelArgs args, const float* skip,
+                    const float* grad_scale) {
   if (skip != nullptr && *skip != 0.0f) return;  // Uniform: every thread reads the same value.
+  if (grad_scale != nullptr) args.grad_scale = *grad_scale;
   const BlockChunk chunk = ThisBlockChunk(table);
   const int64_t copy_type = chunk.tensor->element_type[4];
   if (copy_type == kChunkNoOperand) {
@@ -89,12 +91,12 @@ __global__ void __launch_bounds__(kAdamThreads)
 }  // namespace
 
 cudaError_t LaunchFusedAdam(const ChunkTableView& table, const AdamKernelArgs& args,
-                            const float* skip, cudaStream_t stream) {
+                            const float* skip, const float* grad_scale, cudaStream_t stream) {
   dim3 grid;
   if (table.chunk_size % kChunkPackElements != 0 || !ChunkGrid(table, &grid)) {
     return cudaErrorInvalidValue;
   }
-  FusedAdamKernel<<<grid, kAdamThreads, 0, stream>>>(table, args, skip);
+  FusedAdamKernel<<<grid, kAdamThreads, 0, stream>>>(table, args, skip, grad_scale);
   return cudaGetLastError();
 }
 

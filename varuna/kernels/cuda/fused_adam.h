@@ -31,11 +31,12 @@ struct AdamKernelArgs {
 // 1 gradient (float32, read only), 2 exp_avg and 3 exp_avg_sq (float32, updated) and, when
 // present, 4 a model copy (float32, float16 or bfloat16) that receives the updated master
 // rounded to its type; all distinct and non-overlapping. Option 1 applies weight decay. When
-// `skip` is non-null and *skip != 0 (read on the device), nothing is written. Enqueued on
+// `skip` is non-null and *skip != 0 (read on the device), nothing is written. When `grad_scale`
+// is non-null, *grad_scale (read on the device) replaces args.grad_scale. Enqueued on
 // `stream`; returns cudaGetLastError() after the launch (cudaErrorInvalidValue for a table it
 // cannot launch).
 cudaError_t LaunchFusedAdam(const ChunkTableView& table, const AdamKernelArgs& args,
-                            const float* skip, cudaStream_t stream);
+                            const float* skip, const float* grad_scale, cudaStream_t stream);
 
 }  // namespace varuna::kernels::cuda
 
