@@ -22,9 +22,6 @@ bool IsFloatingModelDtype(c10::ScalarType dtype) {
          dtype == c10::kDouble;
 }
 
-// Gradients are summed over replicas in buckets of at most this many fp32 elements.
-constexpr int64_t kBucketElements = 8 << 20;
-
 // The stage ranges: options.stage_segments laid end to end, or the even partition. The sizes
 // were checked by ValidateOptions.
 absl::StatusOr<std::vector<SegmentRange>> StageRanges(const VarunaOptions& options,
@@ -110,6 +107,11 @@ absl::Status Varuna::ValidateOptions(const VarunaOptions& options, int num_segme
                          ": use gloo on the CPU (or leave it out)"));
       }
     }
+  }
+  if (options.grad_bucket_elements < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grad_bucket_elements=", options.grad_bucket_elements,
+        " must be at least 1 (the default is ", VarunaOptions().grad_bucket_elements, ")"));
   }
   if (!IsFloatingModelDtype(options.dtype)) {
     return absl::InvalidArgumentError(
@@ -200,7 +202,17 @@ absl::Status Varuna::set_optimizer(std::unique_ptr<Adam> optimizer,
         "this stage holds one copy of a shared weight but there is no group to the stage "
         "holding the other: the first and last stage must hold the two copies");
   }
+  buckets_.reset();  // its hooks and views belong to the optimizer being replaced
   optimizer_ = std::move(optimizer);
+  if (groups_.data_parallel != nullptr) {
+    // Shared weights are summed with their other copy before their data-parallel sum.
+    std::vector<bool> held_back(given.size(), false);
+    for (const auto& [first, second] : tied_pairs_) held_back[first] = held_back[second] = true;
+    for (const auto& [index, is_second] : remote_tied_) held_back[index] = true;
+    buckets_ = std::make_unique<GradientBuckets>(
+        optimizer_->parameters(), optimizer_->MasterGrads(), held_back,
+        options_.grad_bucket_elements, groups_.data_parallel.get(), options_.overlap_grad_reduce);
+  }
   LossScalerOptions effective = scaling;
   if (options_.dtype != c10::kHalf) {
     effective.dynamic = false;
@@ -270,25 +282,30 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
   at::NoGradGuard no_grad;
   const std::vector<NamedParameter>& params = optimizer_->parameters();
   std::vector<at::Tensor>& grads = optimizer_->MasterGrads();
-  // The model's (scaled, fp16/bf16/fp32) gradients into the fp32 master gradients, divided by
-  // the loss scale: one multi-tensor pass. Without ties or replicas nothing changes the master
-  // gradients afterwards, and the same pass also sums their squares.
-  std::vector<at::Tensor> model_grads;
-  std::vector<at::Tensor> master_grads;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& grad = params[i].tensor.grad();
-    if (grad.defined()) {
-      model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
-      master_grads.push_back(grads[i]);
-    } else {
-      grads[i].zero_();
+  if (buckets_ != nullptr) {
+    // The model's gradients into the fp32 master gradients, divided by the loss scale: the
+    // buckets already started during the backward (overlapped), all others now.
+    buckets_->FinishBackward(1.0 / scale);
+  } else {
+    // The same in one multi-tensor pass. Without ties nothing changes the master gradients
+    // afterwards, and the same pass also sums their squares.
+    std::vector<at::Tensor> model_grads;
+    std::vector<at::Tensor> master_grads;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor& grad = params[i].tensor.grad();
+      if (grad.defined()) {
+        model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
+        master_grads.push_back(grads[i]);
+      } else {
+        grads[i].zero_();
+      }
     }
+    if (tied_pairs_.empty() && remote_tied_.empty()) {
+      return kernels::MultiTensorUnscaleL2NormSquared(model_grads, master_grads, 1.0 / scale)
+          .sum_of_squares.item<double>();
+    }
+    kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   }
-  if (tied_pairs_.empty() && remote_tied_.empty() && groups_.data_parallel == nullptr) {
-    return kernels::MultiTensorUnscaleL2NormSquared(model_grads, master_grads, 1.0 / scale)
-        .sum_of_squares.item<double>();
-  }
-  kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   std::vector<bool> duplicate(params.size(), false);
   for (const auto& [first, second] : tied_pairs_) {
     grads[first].add_(grads[second]);
@@ -301,30 +318,9 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
     }
     duplicate[index] = is_second;
   }
-  if (groups_.data_parallel != nullptr) {
-    // Sum over replicas, a bucket of flattened gradients at a time.
-    size_t begin = 0;
-    while (begin < grads.size()) {
-      size_t end = begin;
-      int64_t elements = 0;
-      std::vector<at::Tensor> flat;
-      while (end < grads.size() &&
-             (end == begin || elements + grads[end].numel() <= kBucketElements)) {
-        elements += grads[end].numel();
-        flat.push_back(grads[end].reshape({-1}));
-        ++end;
-      }
-      at::Tensor bucket = at::cat(flat);
-      if (absl::Status status = groups_.data_parallel->AllReduceSum(bucket); !status.ok()) {
-        return status;
-      }
-      int64_t offset = 0;
-      for (size_t i = begin; i < end; ++i) {
-        grads[i].view({-1}).copy_(bucket.narrow(0, offset, grads[i].numel()));
-        offset += grads[i].numel();
-      }
-      begin = end;
-    }
+  // Sum over replicas (gradient_buckets.h), the shared weights' after their tied sums.
+  if (buckets_ != nullptr) {
+    if (absl::Status status = buckets_->Reduce(); !status.ok()) return status;
   }
   std::vector<at::Tensor> counted;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -373,7 +369,9 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_reque
   model_->train();
   ZeroModelGrads();
   absl::StatusOr<double> loss =
-      executor_->Train(plan->micro_batches, plan->weights, result.loss_scale);
+      executor_->Train(plan->micro_batches, plan->weights, result.loss_scale, [&] {
+        if (buckets_ != nullptr) buckets_->ArmForLastBackward(1.0 / result.loss_scale);
+      });
   if (!loss.ok()) return loss.status();
   absl::StatusOr<double> sum_of_squares = ReduceMasterGrads(result.loss_scale);
   if (!sum_of_squares.ok()) return sum_of_squares.status();

@@ -17,6 +17,7 @@
 
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,8 +43,11 @@ class StageExecutor {
   // Runs the step: gradients accumulate into the model's parameters' .grad. The last stage
   // backpropagates weights[i] * loss_scale * loss_i; the others the gradients they receive.
   // Returns sum_i weights[i] * loss_i on the last stage and 0 on the others.
+  // `before_last_backward`, if set, runs right before the step's last backward task (the last
+  // B of the task list, after which no gradient accumulates), e.g. to arm gradient hooks.
   absl::StatusOr<double> Train(const std::vector<TensorMap>& micro_batches,
-                               const std::vector<double>& weights, double loss_scale);
+                               const std::vector<double>& weights, double loss_scale,
+                               const std::function<void()>& before_last_backward = nullptr);
 
   // Forward only, without gradients or dropout; the same return value.
   absl::StatusOr<double> Evaluate(const std::vector<TensorMap>& micro_batches,
