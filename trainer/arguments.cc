@@ -116,6 +116,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "host memory, Varuna's transport; ranks may share a GPU), or auto (nccl on CUDA)");
   p.Add("dp-backend", &a.dp_backend,
         "the data-parallel gradient all-reduce: nccl, gloo, or auto (nccl on CUDA)");
+  p.Add("overlap-grad-reduce", &a.overlap_grad_reduce,
+        "start each gradient bucket's data-parallel all-reduce during the step's last backward "
+        "(default on; the same gradients as without)");
+  p.Add("no-overlap-grad-reduce", &a.no_overlap_grad_reduce,
+        "all-reduce the gradients over the replicas after the pipeline instead");
 }
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
@@ -130,6 +135,10 @@ absl::Status Validate(const TrainerArguments& a) {
   if (a.lr < 0 || a.min_lr < 0 || a.min_lr > a.lr) {
     return Invalid(absl::StrCat("--lr=", a.lr, " and --min-lr=", a.min_lr,
                                 " must satisfy 0 <= --min-lr <= --lr"));
+  }
+  if (a.no_overlap_grad_reduce && a.WasGiven("overlap-grad-reduce") && a.overlap_grad_reduce) {
+    return Invalid(
+        "--overlap-grad-reduce and --no-overlap-grad-reduce contradict each other: give one");
   }
   if (a.lr_decay_iters < 0) {
     return Invalid(absl::StrCat("--lr-decay-iters=", a.lr_decay_iters, " must be >= 0"));

@@ -25,28 +25,21 @@ class GradientBuckets::ReadyHook final : public torch::autograd::PostAccumulateG
 };
 
 GradientBuckets::GradientBuckets(const std::vector<NamedParameter>& parameters,
-                                 std::vector<at::Tensor>& master_grads,
-                                 const std::vector<bool>& held_back, int64_t bucket_elements,
+                                 std::vector<at::Tensor>& master_grads, int64_t bucket_elements,
                                  comm::ProcessGroup* data_parallel, bool overlap)
     : parameters_(parameters), data_parallel_(data_parallel), overlap_(overlap) {
-  TORCH_CHECK(master_grads.size() == parameters.size() && held_back.size() == parameters.size(),
-              "GradientBuckets: one master gradient and one held-back flag per parameter");
+  TORCH_CHECK(master_grads.size() == parameters.size(),
+              "GradientBuckets: one master gradient per parameter");
   const size_t n = parameters.size();
-  // The released parameters' buckets, then the held-back ones', each in reverse order.
-  for (const bool held : {false, true}) {
-    int64_t elements = 0;
-    for (size_t k = n; k-- > 0;) {
-      if (held_back[k] != held) continue;
-      const int64_t numel = master_grads[k].numel();
-      if (buckets_.empty() || buckets_.back().held_back != held ||
-          (elements > 0 && elements + numel > bucket_elements)) {
-        buckets_.emplace_back();
-        buckets_.back().held_back = held;
-        elements = 0;
-      }
-      buckets_.back().members.push_back(k);
-      elements += numel;
+  int64_t elements = 0;
+  for (size_t k = n; k-- > 0;) {  // reverse parameter order
+    const int64_t numel = master_grads[k].numel();
+    if (buckets_.empty() || (elements > 0 && elements + numel > bucket_elements)) {
+      buckets_.emplace_back();
+      elements = 0;
     }
+    buckets_.back().members.push_back(k);
+    elements += numel;
   }
   master_views_.resize(n);
   bucket_of_.resize(n);
@@ -91,6 +84,7 @@ int GradientBuckets::started_in_backward() const {
 void GradientBuckets::ArmForLastBackward(double inverse_scale) {
   if (!overlap_) return;
   std::lock_guard<std::mutex> lock(mu_);
+  ClearStepLocked();  // a step that failed before Reduce may have left some
   armed_ = true;
   armed_this_step_ = true;
   inverse_scale_ = inverse_scale;
@@ -105,7 +99,7 @@ void GradientBuckets::OnReady(size_t parameter) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!armed_) return;
   Bucket& bucket = buckets_[bucket_of_[parameter]];
-  if (bucket.held_back || bucket.started) return;
+  if (bucket.started) return;
   --bucket.missing;
   const size_t before = next_;
   StartCompleteBuckets();
@@ -113,13 +107,13 @@ void GradientBuckets::OnReady(size_t parameter) {
 }
 
 void GradientBuckets::StartCompleteBuckets() {
-  while (next_ < buckets_.size() && !buckets_[next_].held_back && buckets_[next_].missing <= 0) {
-    Start(next_, inverse_scale_, /*launch=*/true);
+  while (next_ < buckets_.size() && buckets_[next_].missing <= 0) {
+    Start(next_, inverse_scale_);
     ++next_;
   }
 }
 
-void GradientBuckets::Start(size_t b, double inverse_scale, bool launch) {
+void GradientBuckets::Start(size_t b, double inverse_scale) {
   at::NoGradGuard no_grad;
   Bucket& bucket = buckets_[b];
   std::vector<at::Tensor> model_grads;
@@ -135,13 +129,16 @@ void GradientBuckets::Start(size_t b, double inverse_scale, bool launch) {
   }
   if (!model_grads.empty()) kernels::MultiTensorUnscale(model_grads, master_grads, inverse_scale);
   bucket.started = true;
-  if (launch) bucket.work = data_parallel_->AllReduceSumAsync(bucket.flat);
+  bucket.work = data_parallel_->AllReduceSumAsync(bucket.flat);
 }
 
 void GradientBuckets::FinishBackward(double inverse_scale) {
   std::lock_guard<std::mutex> lock(mu_);
   armed_ = false;
-  if (!armed_this_step_) started_in_backward_ = 0;
+  if (!armed_this_step_) {
+    ClearStepLocked();
+    started_in_backward_ = 0;
+  }
   if (!overlap_) {
     // Every gradient at once, as one multi-tensor pass; Reduce sums the buckets.
     at::NoGradGuard no_grad;
@@ -160,10 +157,7 @@ void GradientBuckets::FinishBackward(double inverse_scale) {
     for (Bucket& bucket : buckets_) bucket.started = true;
     return;
   }
-  for (; next_ < buckets_.size() && !buckets_[next_].held_back; ++next_) {
-    Start(next_, inverse_scale, /*launch=*/true);
-  }
-  for (size_t b = next_; b < buckets_.size(); ++b) Start(b, inverse_scale, /*launch=*/false);
+  for (; next_ < buckets_.size(); ++next_) Start(next_, inverse_scale);
 }
 
 absl::Status GradientBuckets::Reduce() {
@@ -172,8 +166,6 @@ absl::Status GradientBuckets::Reduce() {
     if (!overlap_) {
       status = data_parallel_->AllReduceSum(bucket.flat);
       if (!status.ok()) break;
-    } else if (bucket.work == nullptr) {
-      bucket.work = data_parallel_->AllReduceSumAsync(bucket.flat);
     }
   }
   for (Bucket& bucket : buckets_) {
@@ -181,12 +173,17 @@ absl::Status GradientBuckets::Reduce() {
     const absl::Status waited = bucket.work->Wait();
     if (status.ok()) status = waited;
   }
-  Reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  ClearStepLocked();
   return status;
 }
 
-void GradientBuckets::Reset() {
+void GradientBuckets::Abandon() {
   std::lock_guard<std::mutex> lock(mu_);
+  armed_ = false;
+}
+
+void GradientBuckets::ClearStepLocked() {
   armed_ = false;
   armed_this_step_ = false;
   next_ = 0;

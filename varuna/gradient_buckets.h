@@ -4,28 +4,25 @@
 //
 // Layout. The parameters are grouped into buckets of at most `bucket_elements` fp32 elements
 // (a bigger parameter gets a bucket of its own), in reverse parameter order: the order in which
-// the backward produces their gradients. Parameters marked `held_back` (shared weights, whose
-// gradients are summed with their other copy first) come last, in buckets of their own. Each
-// bucket is one flat fp32 buffer, and the optimizer's master gradients become views into the
-// buffers, so a bucket is all-reduced in place. Every replica of a stage builds the same
-// buckets (same parameters, same order), so the all-reduces match.
+// the backward produces their gradients. Each bucket is one flat fp32 buffer, and the
+// optimizer's master gradients become views into the buffers, so a bucket is all-reduced in
+// place. Every replica of a stage builds the same buckets (same parameters, same order), so
+// the all-reduces match.
 //
 // Per step, after the model's gradients were zeroed:
 //   ArmForLastBackward(1 / S)   right before the step's last backward (overlapped only)
 //   ... the backward ...
 //   FinishBackward(1 / S)       after the pipeline ran
-//   ... the caller sums the held-back master gradients with their other copies ...
 //   Reduce()                    every bucket summed over the replicas
 // Synchronous (overlap = false): FinishBackward unscales every gradient into its master
 // gradient (master = model gradient * (1 / S), fp32), and Reduce all-reduces the buckets one
 // after the other, in order. Overlapped: once armed, a hook on every parameter (run by
 // autograd after the gradient was accumulated into .grad) notes the parameter ready; as soon
 // as all parameters of the next bucket in order are ready, that bucket is unscaled and its
-// asynchronous all-reduce started, still inside the backward. FinishBackward starts the
-// buckets whose parameters did not all report (a gradient the last micro-batch did not touch,
-// or no last backward on this rank) in order, and unscales the held-back ones; Reduce starts
-// the held-back buckets and waits for all. Buckets start in the same order in both modes, with
-// the same values, so the two give bit-identical master gradients.
+// asynchronous all-reduce started, still inside the backward. FinishBackward starts, in order,
+// the buckets whose parameters did not all report (a gradient the last micro-batch did not
+// touch, or no last backward on this rank); Reduce waits for all. Buckets start in the same
+// order in both modes, with the same values, so the two give bit-identical master gradients.
 //
 // Thread safety: one thread drives the calls; the hooks may run on autograd's device thread
 // while that thread is inside backward().
@@ -48,13 +45,12 @@ namespace varuna {
 class GradientBuckets {
  public:
   // `parameters` and `master_grads` are the optimizer's (equal length; the master gradients are
-  // replaced by views into the buckets, keeping their values). `held_back[i]` marks parameter i
-  // as reduced last (see above). `data_parallel` (not owned) is the stage's group over its
-  // replicas. With `overlap`, installs a post-accumulate-grad hook on every parameter that
-  // requires a gradient; the destructor removes them.
+  // replaced by views into the buckets, keeping their values). `data_parallel` (not owned) is
+  // the stage's group over its replicas. With `overlap`, installs a post-accumulate-grad hook on
+  // every parameter that requires a gradient; the destructor removes them.
   GradientBuckets(const std::vector<NamedParameter>& parameters,
-                  std::vector<at::Tensor>& master_grads, const std::vector<bool>& held_back,
-                  int64_t bucket_elements, comm::ProcessGroup* data_parallel, bool overlap);
+                  std::vector<at::Tensor>& master_grads, int64_t bucket_elements,
+                  comm::ProcessGroup* data_parallel, bool overlap);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -75,12 +71,16 @@ class GradientBuckets {
   // (the group is then broken, see comm/process_group.h).
   absl::Status Reduce();
 
+  // The step failed before Reduce: later gradients are not the step's. The all-reduces in
+  // flight are left to finish (or fail, as the peers give up) and are dropped by the next
+  // step's first call or the destructor.
+  void Abandon();
+
  private:
   struct Bucket {
     std::vector<size_t> members;  // parameter indices, in the order laid out
     at::Tensor flat;              // fp32, the members' master gradients end to end
-    bool held_back = false;
-    int missing = 0;       // members not reported ready since arming; guarded by mu_
+    int missing = 0;              // members not reported ready since arming; guarded by mu_
     bool started = false;  // unscaled (and, overlapped, its all-reduce issued); guarded by mu_
     std::unique_ptr<comm::Work> work;
   };
@@ -88,12 +88,13 @@ class GradientBuckets {
 
   // A parameter's gradient is final (a hook, on autograd's thread).
   void OnReady(size_t parameter);
-  // Unscales bucket b's members into their master gradients and, if `launch`, starts its
-  // all-reduce. Requires mu_.
-  void Start(size_t b, double inverse_scale, bool launch);
-  // Forgets the step (after Reduce).
-  void Reset();
-  // Starts, in order, the not-held-back buckets that are complete. Requires mu_.
+  // Unscales bucket b's members into their master gradients and starts its all-reduce.
+  // Requires mu_.
+  void Start(size_t b, double inverse_scale);
+  // Forgets the step: no bucket started, none in flight (dropping a Work waits for it).
+  // Requires mu_.
+  void ClearStepLocked();
+  // Starts, in order, the next buckets that are complete. Requires mu_.
   void StartCompleteBuckets();
 
   const std::vector<NamedParameter> parameters_;

@@ -205,13 +205,9 @@ absl::Status Varuna::set_optimizer(std::unique_ptr<Adam> optimizer,
   buckets_.reset();  // its hooks and views belong to the optimizer being replaced
   optimizer_ = std::move(optimizer);
   if (groups_.data_parallel != nullptr) {
-    // Shared weights are summed with their other copy before their data-parallel sum.
-    std::vector<bool> held_back(given.size(), false);
-    for (const auto& [first, second] : tied_pairs_) held_back[first] = held_back[second] = true;
-    for (const auto& [index, is_second] : remote_tied_) held_back[index] = true;
     buckets_ = std::make_unique<GradientBuckets>(
-        optimizer_->parameters(), optimizer_->MasterGrads(), held_back,
-        options_.grad_bucket_elements, groups_.data_parallel.get(), options_.overlap_grad_reduce);
+        optimizer_->parameters(), optimizer_->MasterGrads(), options_.grad_bucket_elements,
+        groups_.data_parallel.get(), options_.overlap_grad_reduce);
   }
   LossScalerOptions effective = scaling;
   if (options_.dtype != c10::kHalf) {
@@ -306,6 +302,12 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
     }
     kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   }
+  // Sum over the replicas (gradient_buckets.h), then the shared weights' copies: both are
+  // sums, so their order does not matter (up to rounding), and the data-parallel sum may then
+  // overlap the backward for every parameter, shared ones included.
+  if (buckets_ != nullptr) {
+    if (absl::Status status = buckets_->Reduce(); !status.ok()) return status;
+  }
   std::vector<bool> duplicate(params.size(), false);
   for (const auto& [first, second] : tied_pairs_) {
     grads[first].add_(grads[second]);
@@ -317,10 +319,6 @@ absl::StatusOr<double> Varuna::ReduceMasterGrads(double scale) {
       return status;
     }
     duplicate[index] = is_second;
-  }
-  // Sum over replicas (gradient_buckets.h), the shared weights' after their tied sums.
-  if (buckets_ != nullptr) {
-    if (absl::Status status = buckets_->Reduce(); !status.ok()) return status;
   }
   std::vector<at::Tensor> counted;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -372,7 +370,10 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_reque
       executor_->Train(plan->micro_batches, plan->weights, result.loss_scale, [&] {
         if (buckets_ != nullptr) buckets_->ArmForLastBackward(1.0 / result.loss_scale);
       });
-  if (!loss.ok()) return loss.status();
+  if (!loss.ok()) {
+    if (buckets_ != nullptr) buckets_->Abandon();
+    return loss.status();
+  }
   absl::StatusOr<double> sum_of_squares = ReduceMasterGrads(result.loss_scale);
   if (!sum_of_squares.ok()) return sum_of_squares.status();
   ZeroModelGrads();

@@ -240,8 +240,9 @@ class Varuna {
   };
   absl::StatusOr<Plan> MakePlan(const TensorMap& inputs, int64_t examples, const char* what);
   // Copies the model's gradients into the optimizer's fp32 master gradients, divided by
-  // `scale`, sums shared weights' gradients (locally and between the first and last stage)
-  // and sums over the replicas. Returns this rank's squared norm, shared copies counted once.
+  // `scale`, sums them over the replicas (buckets_, started during the backward when
+  // overlapped), then sums shared weights' gradients (locally and between the first and last
+  // stage). Returns this rank's squared norm, shared copies counted once.
   absl::StatusOr<double> ReduceMasterGrads(double scale);
   // Sums `values` over every rank (no-op for one process).
   absl::Status AllRanksSum(std::vector<double>& values);
