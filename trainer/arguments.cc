@@ -344,7 +344,7 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   for (const char* name :
        {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
         "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
-        "metrics-file", "tokenizer-model", "warmup"}) {
+        "metrics-file", "tokenizer-model", "warmup", "overlap-grad-reduce"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
   }
   if (a.data_path.empty()) ApplySampleRunDefaults(a);
