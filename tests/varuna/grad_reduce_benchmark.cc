@@ -9,9 +9,9 @@
 // OMP_NUM_THREADS=1), once per mode and --rounds times alternating (overlapped, synchronous,
 // overlapped, ...), so that drift in the machine's load hits both alike. Each job trains a
 // GPT-2 (fp32, no dropout, Adam) on the same synthetic batches for --warmup + --steps steps; a
-// step's time is the slowest rank's wall time of Varuna::step. It prints each mode's mean step
-// time over all timed steps of all rounds, the ratio synchronous / overlapped, and how many
-// buckets started inside the last backward. `--help` lists the flags.
+// step's time is the slowest rank's wall time of Varuna::step. It prints each mode's mean and
+// median step time over all timed steps of all rounds, the ratios synchronous / overlapped, and
+// how many buckets started inside the last backward. `--help` lists the flags.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -285,6 +285,10 @@ int RunParent(int argc, char** argv) {
     for (double x : v) sum += (x - m) * (x - m);
     return std::sqrt(sum / v.size());
   };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
   const gpt2::Gpt2Config model = ModelOf(f);
   int64_t params = 0;
   {
@@ -296,14 +300,16 @@ int RunParent(int argc, char** argv) {
       "parameters; %d micro-batches of %d per replica; buckets of %.1f MiB\n",
       f.stages, f.replicas, f.num_layers, f.hidden_size, f.seq_length, f.vocab_size, params / 1e6,
       f.micro_batches, f.chunk_size, f.bucket_mb);
-  std::printf("%-12s %12s %10s %10s %22s\n", "mode", "step ms", "stddev", "steps",
+  std::printf("%-12s %10s %10s %10s %6s %22s\n", "mode", "mean ms", "median ms", "stddev", "steps",
               "buckets in backward");
   for (const bool overlap : {true, false}) {
-    std::printf("%-12s %12.1f %10.1f %10zu %15d of %d\n", overlap ? "overlapped" : "synchronous",
-                1e3 * mean(steps[overlap]), 1e3 * stddev(steps[overlap]), steps[overlap].size(),
+    std::printf("%-12s %10.1f %10.1f %10.1f %6zu %15d of %d\n",
+                overlap ? "overlapped" : "synchronous", 1e3 * mean(steps[overlap]),
+                1e3 * median(steps[overlap]), 1e3 * stddev(steps[overlap]), steps[overlap].size(),
                 last[overlap].started, last[overlap].buckets);
   }
-  std::printf("synchronous / overlapped step time: %.3f\n", mean(steps[false]) / mean(steps[true]));
+  std::printf("synchronous / overlapped step time: %.3f (means), %.3f (medians)\n",
+              mean(steps[false]) / mean(steps[true]), median(steps[false]) / median(steps[true]));
   return 0;
 }
 
