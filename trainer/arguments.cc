@@ -139,6 +139,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "host memory, Varuna's transport; ranks may share a GPU), or auto (nccl on CUDA)");
   p.Add("dp-backend", &a.dp_backend,
         "the data-parallel gradient all-reduce: nccl, gloo, or auto (nccl on CUDA)");
+  p.Add("overlap-grad-reduce", &a.overlap_grad_reduce,
+        "start each gradient bucket's data-parallel all-reduce during the step's last backward "
+        "(default on; the same gradients as without)");
+  p.Add("no-overlap-grad-reduce", &a.no_overlap_grad_reduce,
+        "all-reduce the gradients over the replicas after the pipeline instead");
 }
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
@@ -153,6 +158,10 @@ absl::Status Validate(const TrainerArguments& a) {
   if (a.lr < 0 || a.min_lr < 0 || a.min_lr > a.lr) {
     return Invalid(absl::StrCat("--lr=", a.lr, " and --min-lr=", a.min_lr,
                                 " must satisfy 0 <= --min-lr <= --lr"));
+  }
+  if (a.no_overlap_grad_reduce && a.WasGiven("overlap-grad-reduce") && a.overlap_grad_reduce) {
+    return Invalid(
+        "--overlap-grad-reduce and --no-overlap-grad-reduce contradict each other: give one");
   }
   if (a.lr_decay_iters < 0) {
     return Invalid(absl::StrCat("--lr-decay-iters=", a.lr_decay_iters, " must be >= 0"));
@@ -402,7 +411,7 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   for (const char* name :
        {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
         "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
-        "metrics-file", "tokenizer-model", "warmup"}) {
+        "metrics-file", "tokenizer-model", "warmup", "overlap-grad-reduce"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
   }
   if (a.no_bias_dropout_fusion) {

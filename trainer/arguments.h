@@ -119,6 +119,11 @@ struct TrainerArguments {
   // share a GPU).
   std::string p2p_backend = "auto";
   std::string dp_backend = "auto";
+  // Megatron's --overlap-grad-reduce: the data-parallel all-reduce of each gradient bucket
+  // starts during the last backward of the step (VarunaOptions::overlap_grad_reduce). On by
+  // default; --no-overlap-grad-reduce reduces after the pipeline instead (same gradients).
+  bool overlap_grad_reduce = true;
+  bool no_overlap_grad_reduce = false;
 
   // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments
   // applies to the flags not given (see README).

@@ -189,6 +189,7 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   }
   options.p2p_backend = ParseBackendFlag(a.p2p_backend);
   options.dp_backend = ParseBackendFlag(a.dp_backend);
+  options.overlap_grad_reduce = a.overlap_grad_reduce && !a.no_overlap_grad_reduce;
   options.device = c10::Device(c10::kCPU);
   if (cuda) {
     absl::StatusOr<int> index = CudaDeviceOf(*local_rank, options);

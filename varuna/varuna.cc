@@ -26,9 +26,6 @@ bool IsFloatingModelDtype(c10::ScalarType dtype) {
          dtype == c10::kDouble;
 }
 
-// Gradients are summed over replicas in buckets of at most this many fp32 elements.
-constexpr int64_t kBucketElements = 8 << 20;
-
 // `tensor` on `device`. A host tensor bound for CUDA goes through page-locked memory (the
 // caching host allocator's, or its own if it already is), so that the copy is asynchronous: the
 // host does not wait for the work already queued on the device.
@@ -160,6 +157,11 @@ absl::Status Varuna::ValidateOptions(const VarunaOptions& options, int num_segme
       }
     }
   }
+  if (options.grad_bucket_elements < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grad_bucket_elements=", options.grad_bucket_elements,
+        " must be at least 1 (the default is ", VarunaOptions().grad_bucket_elements, ")"));
+  }
   if (!IsFloatingModelDtype(options.dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("model dtype ", c10::toString(options.dtype),
@@ -249,7 +251,13 @@ absl::Status Varuna::set_optimizer(std::unique_ptr<Adam> optimizer,
         "this stage holds one copy of a shared weight but there is no group to the stage "
         "holding the other: the first and last stage must hold the two copies");
   }
+  buckets_.reset();  // its hooks and views belong to the optimizer being replaced
   optimizer_ = std::move(optimizer);
+  if (groups_.data_parallel != nullptr) {
+    buckets_ = std::make_unique<GradientBuckets>(
+        optimizer_->parameters(), optimizer_->MasterGrads(), options_.grad_bucket_elements,
+        groups_.data_parallel.get(), options_.overlap_grad_reduce);
+  }
   LossScalerOptions effective = scaling;
   if (options_.dtype != c10::kHalf) {
     effective.dynamic = false;
@@ -319,36 +327,52 @@ absl::StatusOr<at::Tensor> Varuna::ReduceMasterGrads(double scale) {
   at::NoGradGuard no_grad;
   const std::vector<NamedParameter>& params = optimizer_->parameters();
   std::vector<at::Tensor>& grads = optimizer_->MasterGrads();
-  // A tied pair's entries share one tensor after the previous step (below); give the second its
-  // own again before anything is written (normally done already by ReleaseMasterGrads).
-  for (const auto& [first, second] : tied_pairs_) {
-    if (grads[second].is_same(grads[first])) grads[second] = at::empty_like(grads[first]);
-  }
-  // The model's (scaled, fp16/bf16/fp32) gradients into the fp32 master gradients, divided by
-  // the loss scale: one multi-tensor pass. Without ties or replicas nothing changes the master
-  // gradients afterwards, and the same pass also sums their squares.
-  std::vector<at::Tensor> model_grads;
-  std::vector<at::Tensor> master_grads;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& grad = params[i].tensor.grad();
-    if (grad.defined()) {
-      model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
-      master_grads.push_back(grads[i]);
-    } else {
-      grads[i].zero_();
+  if (buckets_ != nullptr) {
+    // The model's gradients into the fp32 master gradients (views into the buckets' flat
+    // buffers), divided by the loss scale: the buckets already started during the backward
+    // (overlapped), all others now.
+    buckets_->FinishBackward(1.0 / scale);
+  } else {
+    // A tied pair's entries share one tensor after the previous step (below); give the second
+    // its own again before anything is written (normally done already by ReleaseMasterGrads).
+    for (const auto& [first, second] : tied_pairs_) {
+      if (grads[second].is_same(grads[first])) grads[second] = at::empty_like(grads[first]);
     }
+    // The same in one multi-tensor pass. Without ties nothing changes the master gradients
+    // afterwards, and the same pass also sums their squares.
+    std::vector<at::Tensor> model_grads;
+    std::vector<at::Tensor> master_grads;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor& grad = params[i].tensor.grad();
+      if (grad.defined()) {
+        model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
+        master_grads.push_back(grads[i]);
+      } else {
+        grads[i].zero_();
+      }
+    }
+    if (tied_pairs_.empty() && remote_tied_.empty()) {
+      return kernels::MultiTensorUnscaleL2NormSquared(model_grads, master_grads, 1.0 / scale)
+          .sum_of_squares;
+    }
+    kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   }
-  if (tied_pairs_.empty() && remote_tied_.empty() && groups_.data_parallel == nullptr) {
-    return kernels::MultiTensorUnscaleL2NormSquared(model_grads, master_grads, 1.0 / scale)
-        .sum_of_squares;
+  // Sum over the replicas (gradient_buckets.h), then the shared weights' copies: both are
+  // sums, so their order does not matter (up to rounding), and the data-parallel sum may then
+  // overlap the backward for every parameter, shared ones included.
+  if (buckets_ != nullptr) {
+    if (absl::Status status = buckets_->Reduce(); !status.ok()) return status;
   }
-  kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
   std::vector<bool> duplicate(params.size(), false);
   for (const auto& [first, second] : tied_pairs_) {
-    // Both copies step with the sum: the second's entry becomes the first's tensor rather than
-    // a copy of it ([vocab, hidden] fp32 not written twice).
     grads[first].add_(grads[second]);
-    grads[second] = grads[first];
+    if (buckets_ != nullptr) {
+      grads[second].copy_(grads[first]);  // the entry must stay its bucket's view
+    } else {
+      // Both copies step with the sum: the second's entry becomes the first's tensor rather
+      // than a copy of it ([vocab, hidden] fp32 not written twice).
+      grads[second] = grads[first];
+    }
     duplicate[second] = true;
   }
   for (const auto& [index, is_second] : remote_tied_) {
@@ -356,31 +380,6 @@ absl::StatusOr<at::Tensor> Varuna::ReduceMasterGrads(double scale) {
       return status;
     }
     duplicate[index] = is_second;
-  }
-  if (groups_.data_parallel != nullptr) {
-    // Sum over replicas, a bucket of flattened gradients at a time.
-    size_t begin = 0;
-    while (begin < grads.size()) {
-      size_t end = begin;
-      int64_t elements = 0;
-      std::vector<at::Tensor> flat;
-      while (end < grads.size() &&
-             (end == begin || elements + grads[end].numel() <= kBucketElements)) {
-        elements += grads[end].numel();
-        flat.push_back(grads[end].reshape({-1}));
-        ++end;
-      }
-      at::Tensor bucket = at::cat(flat);
-      if (absl::Status status = groups_.data_parallel->AllReduceSum(bucket); !status.ok()) {
-        return status;
-      }
-      int64_t offset = 0;
-      for (size_t i = begin; i < end; ++i) {
-        grads[i].view({-1}).copy_(bucket.narrow(0, offset, grads[i].numel()));
-        offset += grads[i].numel();
-      }
-      begin = end;
-    }
   }
   std::vector<at::Tensor> counted;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -439,11 +438,17 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_reque
   model_->train();
   ZeroModelGrads();
   // The master gradients are rewritten whole by ReduceMasterGrads: until then their memory
-  // serves the activations (at the peak of the step; they stay readable between steps).
-  optimizer_->ReleaseMasterGrads();
+  // serves the activations (at the peak of the step; they stay readable between steps). With
+  // replicas they are views into the buckets' flat buffers, which stay.
+  if (buckets_ == nullptr) optimizer_->ReleaseMasterGrads();
   absl::StatusOr<at::Tensor> loss =
-      executor_->Train(plan->micro_batches, plan->weights, result.loss_scale);
-  if (!loss.ok()) return loss.status();
+      executor_->Train(plan->micro_batches, plan->weights, result.loss_scale, [&] {
+        if (buckets_ != nullptr) buckets_->ArmForLastBackward(1.0 / result.loss_scale);
+      });
+  if (!loss.ok()) {
+    if (buckets_ != nullptr) buckets_->Abandon();
+    return loss.status();
+  }
   absl::StatusOr<at::Tensor> sum_of_squares = ReduceMasterGrads(result.loss_scale);
   if (!sum_of_squares.ok()) return sum_of_squares.status();
   ZeroModelGrads();

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "varuna/checkpoint/writer.h"
 #include "varuna/comm/world.h"
+#include "varuna/gradient_buckets.h"
 #include "varuna/io/json.h"
 #include "varuna/optim/adam.h"
 #include "varuna/optim/loss_scaler.h"
@@ -89,6 +90,14 @@ struct VarunaOptions {
   // that lets several ranks share a GPU.
   std::optional<comm::Backend> p2p_backend;
   std::optional<comm::Backend> dp_backend;
+  // With replicas: start each gradient bucket's data-parallel all-reduce during the step's last
+  // backward, as soon as the bucket's gradients are final, instead of after the pipeline
+  // (Megatron's --overlap-grad-reduce; see gradient_buckets.h). Both give the same gradients
+  // bit for bit. The trainer's --overlap-grad-reduce / --no-overlap-grad-reduce.
+  bool overlap_grad_reduce = true;
+  // Gradients are summed over replicas in buckets of at most this many fp32 elements (a
+  // larger parameter gets a bucket of its own). Smaller buckets start earlier in the backward.
+  int64_t grad_bucket_elements = 8 << 20;
 
   // The backends in effect (the given ones, or the device's own).
   comm::Backend effective_p2p_backend() const { return p2p_backend.value_or(DeviceBackend()); }
@@ -179,6 +188,14 @@ class Varuna {
 
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
+  // The data-parallel gradient buckets of this rank (0 without replicas), and how many of them
+  // started their all-reduce inside the last backward of the last step (0 unless
+  // options.overlap_grad_reduce): for tests and logs.
+  int grad_buckets() const { return buckets_ ? buckets_->size() : 0; }
+  int grad_buckets_started_in_backward() const {
+    return buckets_ ? buckets_->started_in_backward() : 0;
+  }
+
   // Collective (every rank calls it with the same arguments). Writes the engine's state
   // (fp32 weights and optimizer state per segment, loss scaler, each rank's RNG) and
   // `trainer_state` (an object: anything the caller must restore, e.g. consumed samples and
@@ -230,9 +247,10 @@ class Varuna {
   };
   absl::StatusOr<Plan> MakePlan(const TensorMap& inputs, int64_t examples, const char* what);
   // Copies the model's gradients into the optimizer's fp32 master gradients, divided by
-  // `scale`, sums shared weights' gradients (locally and between the first and last stage)
-  // and sums over the replicas. Returns this rank's squared norm, shared copies counted once:
-  // a float32 [1] tensor on the device, not read back (the host does not wait).
+  // `scale`, sums them over the replicas (buckets_, started during the backward when
+  // overlapped), then sums shared weights' gradients (locally and between the first and last
+  // stage). Returns this rank's squared norm, shared copies counted once: a float32 [1]
+  // tensor on the device, not read back (the host does not wait).
   absl::StatusOr<at::Tensor> ReduceMasterGrads(double scale);
   // Sums `values` (float64, on the device) over every rank in place (no-op for one process);
   // waits for the device only when the world's backend sums host tensors (Gloo).
@@ -274,6 +292,9 @@ class Varuna {
   // Optimizer indices of shared weights whose other copy is on the other end of the pipeline,
   // and whether this rank's copy is the one left out of the norm.
   std::vector<std::pair<size_t, bool>> remote_tied_;
+  // The data-parallel sum of the master gradients (null without replicas); made by
+  // set_optimizer over the optimizer's master gradients, so declared after optimizer_.
+  std::unique_ptr<GradientBuckets> buckets_;
 };
 
 }  // namespace varuna

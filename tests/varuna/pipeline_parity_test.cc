@@ -18,6 +18,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -117,6 +118,10 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     options.p2p_backend = backend;
     options.dp_backend = backend;
   }
+  options.overlap_grad_reduce = args.at("overlap") == "1";
+  if (const int64_t elements = std::stoll(args.at("bucket_elements")); elements > 0) {
+    options.grad_bucket_elements = elements;
+  }
   const int poison_step = std::stoi(args.at("poison_step"));
   const int die_step = std::stoi(args.at("die_step"));
   const int stop_step = std::stoi(args.at("stop_step"));
@@ -149,6 +154,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
   std::ofstream losses(out + "/losses_" + std::to_string(rank) + ".txt");
   std::ofstream trace(out + "/trace_" + std::to_string(rank) + ".txt");
   std::ofstream stops(out + "/stops_" + std::to_string(rank) + ".txt");
+  std::ofstream buckets(out + "/buckets_" + std::to_string(rank) + ".txt");
   std::ofstream(out + "/segments_" + std::to_string(rank) + ".txt")
       << v.segments().first << " " << v.segments().last << "\n";
   at::Tensor first_param = v.parameters()[0].tensor;
@@ -184,6 +190,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
                   v.loss_scale(), checksum);
     trace << traced;
     stops << (result->stop ? 1 : 0) << "\n";
+    buckets << v.grad_buckets() << " " << v.grad_buckets_started_in_backward() << "\n";
     if (step == 0 && v.replica() == 0) {
       NamedTensors grads;
       for (size_t i = 0; i < v.optimizer().parameters().size(); ++i) {
@@ -226,7 +233,9 @@ struct Options {
   std::string stage_segments;  // e.g. "1,1,2"; empty: the even partition
   // gloo or nccl (CUDA only; the CPU is always Gloo).
   std::string transport = "gloo";
-  bool deterministic = false;  // CUDA: pretrain_gpt2's --deterministic (EnterDeterministicMode)
+  bool deterministic = false;   // CUDA: pretrain_gpt2's --deterministic (EnterDeterministicMode)
+  bool overlap = true;          // VarunaOptions::overlap_grad_reduce
+  int64_t bucket_elements = 0;  // VarunaOptions::grad_bucket_elements; 0: the default
 };
 
 struct RunResult {
@@ -239,6 +248,8 @@ struct RunResult {
   std::vector<std::vector<double>> all_losses;
   std::vector<std::vector<double>> stops;     // per rank: 1 where the step reported stop
   std::vector<std::vector<double>> segments;  // per rank: first and last segment of its stage
+  // per rank, per step: gradient buckets, and how many started inside the last backward
+  std::vector<std::vector<double>> buckets;
 };
 
 std::vector<double> ReadNumbers(const std::string& path) {
@@ -256,26 +267,27 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
   fs::create_directories(out);
   const int port = FreeTcpPort();
   auto processes = testing::SpawnRanks("train", P * D, [&](int) {
-    return std::vector<std::string>{
-        "--stages=" + std::to_string(P),
-        "--replicas=" + std::to_string(D),
-        "--steps=" + std::to_string(steps),
-        "--out=" + out,
-        "--port=" + std::to_string(port),
-        "--schedule=" + o.schedule,
-        "--dropout=" + std::to_string(o.dropout),
-        "--dtype=" + o.dtype,
-        std::string("--learnable=") + (o.learnable ? "1" : "0"),
-        "--poison_step=" + std::to_string(o.poison_step),
-        "--poison_rank=" + std::to_string(o.poison_rank),
-        "--die_step=" + std::to_string(o.die_step),
-        "--die_rank=" + std::to_string(o.die_rank),
-        "--stop_step=" + std::to_string(o.stop_step),
-        "--stop_rank=" + std::to_string(o.stop_rank),
-        "--stage_segments=" + o.stage_segments,
-        std::string("--device=") + (VisibleGpus() > 0 ? "cuda" : "cpu"),
-        "--transport=" + o.transport,
-        std::string("--deterministic=") + (o.deterministic ? "1" : "0")};
+    return std::vector<std::string>{"--stages=" + std::to_string(P),
+                                    "--replicas=" + std::to_string(D),
+                                    "--steps=" + std::to_string(steps),
+                                    "--out=" + out,
+                                    "--port=" + std::to_string(port),
+                                    "--schedule=" + o.schedule,
+                                    "--dropout=" + std::to_string(o.dropout),
+                                    "--dtype=" + o.dtype,
+                                    std::string("--learnable=") + (o.learnable ? "1" : "0"),
+                                    "--poison_step=" + std::to_string(o.poison_step),
+                                    "--poison_rank=" + std::to_string(o.poison_rank),
+                                    "--die_step=" + std::to_string(o.die_step),
+                                    "--die_rank=" + std::to_string(o.die_rank),
+                                    "--stop_step=" + std::to_string(o.stop_step),
+                                    "--stop_rank=" + std::to_string(o.stop_rank),
+                                    "--stage_segments=" + o.stage_segments,
+                                    std::string("--device=") + (VisibleGpus() > 0 ? "cuda" : "cpu"),
+                                    "--transport=" + o.transport,
+                                    std::string("--deterministic=") + (o.deterministic ? "1" : "0"),
+                                    std::string("--overlap=") + (o.overlap ? "1" : "0"),
+                                    "--bucket_elements=" + std::to_string(o.bucket_elements)};
   });
   RunResult result;
   result.exits = testing::WaitAll(processes, std::chrono::seconds(120));
@@ -289,6 +301,7 @@ RunResult RunLayout(int P, int D, int steps, const Options& o = Options()) {
     result.traces.push_back(ReadNumbers(out + "/trace_" + std::to_string(rank) + ".txt"));
     result.stops.push_back(ReadNumbers(out + "/stops_" + std::to_string(rank) + ".txt"));
     result.segments.push_back(ReadNumbers(out + "/segments_" + std::to_string(rank) + ".txt"));
+    result.buckets.push_back(ReadNumbers(out + "/buckets_" + std::to_string(rank) + ".txt"));
     const std::vector<double> eval = ReadNumbers(out + "/eval_" + std::to_string(rank) + ".txt");
     result.evals.push_back(eval.empty() ? NAN : eval[0]);
     if (map.Position(rank).replica != 0) continue;
@@ -375,6 +388,51 @@ TEST_F(PipelineParityTest, OtherSchedules) {
   ExpectSameRun(*reference_, RunLayout(2, 1, kSteps, Options{"1f1b"}), "2x1 1f1b");
 }
 #endif
+
+// --overlap-grad-reduce (the default): with small buckets, most buckets start their all-reduce
+// inside the last backward, and the run equals the synchronous reduce's bit for bit (the same
+// buckets, summed in the same order) as well as the single-process reference. The pipelined
+// layouts run the Varuna schedule and 1F1B (whose last task is not a backward on every stage).
+TEST_F(PipelineParityTest, OverlappedGradReduceEqualsSynchronous) {
+  struct Layout {
+    int stages, replicas;
+    const char* schedule;
+  };
+  for (const Layout& layout :
+       {Layout{1, 2, "varuna"}, Layout{2, 2, "varuna"}, Layout{2, 2, "1f1b"}}) {
+    const std::string what = std::to_string(layout.stages) + "x" + std::to_string(layout.replicas) +
+                             " " + layout.schedule;
+    Options overlapped;
+    overlapped.schedule = layout.schedule;
+    overlapped.bucket_elements = 3000;
+    Options synchronous = overlapped;
+    synchronous.overlap = false;
+    const RunResult a = RunLayout(layout.stages, layout.replicas, kSteps, overlapped);
+    const RunResult b = RunLayout(layout.stages, layout.replicas, kSteps, synchronous);
+    ExpectSameRun(*reference_, a, what + " overlapped");
+    EXPECT_EQ(a.all_losses, b.all_losses) << what;
+    ASSERT_EQ(a.grads.size(), b.grads.size()) << what;
+    for (const auto& [name, grad] : b.grads) {
+      EXPECT_TRUE(at::equal(a.grads.at(name), grad)) << what << " gradient " << name;
+    }
+    for (const auto& [name, param] : b.params) {
+      EXPECT_TRUE(at::equal(a.params.at(name), param)) << what << " weight " << name;
+    }
+    for (size_t rank = 0; rank < a.buckets.size(); ++rank) {
+      ASSERT_EQ(a.buckets[rank].size(), 2u * kSteps) << what;
+      for (int step = 0; step < kSteps; ++step) {
+        const double count = a.buckets[rank][2 * step];
+        const double started = a.buckets[rank][2 * step + 1];
+        EXPECT_GE(count, 4) << what << " rank " << rank;
+        // Every bucket started inside the backward (the last micro-batch touches every weight).
+        EXPECT_EQ(started, count) << what << " rank " << rank << " step " << step;
+        EXPECT_EQ(b.buckets[rank][2 * step + 1], 0) << what << " rank " << rank;
+      }
+      std::cout << what << " rank " << rank << ": " << a.buckets[rank][1] << " of "
+                << a.buckets[rank][0] << " buckets started inside the last backward\n";
+    }
+  }
+}
 
 // With dropout, a recomputed forward must draw the masks of its original forward: Varuna's
 // schedule (which recomputes) then matches GPipe's (which keeps every graph) exactly.

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "varuna/comm/collective_queue.h"
 #include "varuna/comm/exception_status.h"
 #include "varuna/comm/failure_latch.h"
 #include "varuna/comm/gloo_backend.h"
@@ -221,14 +222,22 @@ class GlooProcessGroup : public ProcessGroup {
     if (absl::Status s = CheckCpuTensor(tensor, what); !s.ok()) return s;
     const SetSumOutputFn set_output = SumOutputFor(tensor.scalar_type());
     if (set_output == nullptr) return UnsummableError(tensor, what);
+    async_.Drain();
+    return RunAllReduce(*state_, tensor, set_output, next_tag_++);
+  }
+
+  std::unique_ptr<Work> AllReduceSumAsync(at::Tensor& tensor) override {
+    const std::string what = absl::StrCat(name(), ": all-reduce");
+    absl::Status status = CheckCpuTensor(tensor, what);
+    const SetSumOutputFn set_output = SumOutputFor(tensor.scalar_type());
+    if (status.ok() && set_output == nullptr) status = UnsummableError(tensor, what);
+    if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
+    // The tag is taken now, in issue order; the job holds the group state and the tensor.
     const uint32_t tag = next_tag_++;
-    return state_->Run("all-reduce", [&] {
-      gloo::AllreduceOptions opts(state_->context());
-      set_output(opts, tensor);
-      opts.setTag(tag);
-      opts.setTimeout(spec().timeout);
-      gloo::allreduce(opts);
-    });
+    return std::make_unique<QueuedWork>(
+        async_.Enqueue([state = state_, tensor, set_output, tag]() mutable {
+          return RunAllReduce(*state, tensor, set_output, tag);
+        }));
   }
 
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
@@ -240,6 +249,7 @@ class GlooProcessGroup : public ProcessGroup {
       return absl::InvalidArgumentError(
           absl::StrCat(name(), ": ", what, ": root must be in 0..", size() - 1));
     }
+    async_.Drain();
     const uint32_t tag = next_tag_++;
     return state_->Run(what, [&] {
       gloo::BroadcastOptions opts(state_->context());
@@ -252,6 +262,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   absl::Status Barrier() override {
+    async_.Drain();
     const uint32_t tag = next_tag_++;
     return state_->Run("barrier", [&] {
       gloo::BarrierOptions opts(state_->context());
@@ -263,6 +274,17 @@ class GlooProcessGroup : public ProcessGroup {
 
  private:
   const GroupSpec& spec() const { return state_->spec(); }
+
+  static absl::Status RunAllReduce(GroupState& state, const at::Tensor& tensor,
+                                   SetSumOutputFn set_output, uint32_t tag) {
+    return state.Run("all-reduce", [&] {
+      gloo::AllreduceOptions opts(state.context());
+      set_output(opts, tensor);
+      opts.setTag(tag);
+      opts.setTimeout(state.spec().timeout);
+      gloo::allreduce(opts);
+    });
+  }
 
   std::unique_ptr<Work> StartTransfer(const at::Tensor& tensor, int peer, int tag, bool is_send) {
     const std::string what =
@@ -296,7 +318,10 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   std::shared_ptr<GroupState> state_;
-  uint32_t next_tag_ = 0;  // collectives only, which run on one thread at a time
+  uint32_t next_tag_ = 0;  // collectives only, which are issued from one thread at a time
+  // Runs the asynchronous all-reduces in issue order; declared last, so destroyed first: the
+  // jobs still queued run before the group goes.
+  CollectiveQueue async_;
 };
 
 class GlooBackendImpl : public GlooBackend {

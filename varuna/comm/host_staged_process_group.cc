@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "varuna/comm/collective_queue.h"
 #include "varuna/comm/tensor_checks.h"
 
 namespace varuna::comm {
@@ -196,6 +197,51 @@ class RecvWork final : public Work {
   absl::Status result_;  // guarded by mu_
 };
 
+// What an asynchronous all-reduce of a CUDA tensor shares between the issuing thread, the
+// collective worker and the waiting thread.
+struct StagedAllReduce {
+  at::Tensor tensor;                     // the caller's
+  at::Tensor host;                       // pinned; what Gloo sums
+  std::unique_ptr<c10::Event> copied;    // the device-to-host copy is done
+  std::unique_ptr<c10::Event> returned;  // the host-to-device copy is done; set by the worker
+  c10::Stream to_device;
+};
+
+// An asynchronous all-reduce: the queued job's result, and for a CUDA tensor the copy back,
+// which Wait makes the waiting thread's current stream wait for.
+class AllReduceWork final : public Work {
+ public:
+  AllReduceWork(std::shared_ptr<QueuedResult> result, std::shared_ptr<StagedAllReduce> staged,
+                std::string what)
+      : result_(std::move(result)), staged_(std::move(staged)), what_(std::move(what)) {}
+  // As a Gloo all-reduce's: dropping it unwaited waits for the job (not for the GPU).
+  ~AllReduceWork() override { result_->Wait().IgnoreError(); }
+
+  absl::Status Wait() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (waited_) return result_status_;
+    waited_ = true;
+    result_status_ = result_->Wait();
+    if (result_status_.ok() && staged_ != nullptr) {
+      result_status_ = RunOnDevice(what_, [&] {
+        const c10::Device device = staged_->tensor.device();
+        c10::impl::VirtualGuardImpl impl(device.type());
+        staged_->returned->block(impl.getStream(device));
+      });
+    }
+    staged_.reset();
+    return result_status_;
+  }
+
+ private:
+  std::shared_ptr<QueuedResult> result_;
+  std::shared_ptr<StagedAllReduce> staged_;  // null for a CPU tensor
+  const std::string what_;
+  std::mutex mu_;
+  bool waited_ = false;         // guarded by mu_
+  absl::Status result_status_;  // guarded by mu_
+};
+
 }  // namespace
 
 HostStagedProcessGroup::HostStagedProcessGroup(std::unique_ptr<ProcessGroup> gloo)
@@ -204,9 +250,13 @@ HostStagedProcessGroup::HostStagedProcessGroup(std::unique_ptr<ProcessGroup> glo
               "HostStagedProcessGroup wraps a Gloo group");
   name_ = absl::StrCat(gloo_->name(), " (host-staged)");
   sender_ = std::make_unique<Sender>(*gloo_);
+  collectives_ = std::make_unique<CollectiveQueue>();
 }
 
-HostStagedProcessGroup::~HostStagedProcessGroup() { sender_.reset(); }
+HostStagedProcessGroup::~HostStagedProcessGroup() {
+  collectives_.reset();
+  sender_.reset();
+}
 
 const HostStagedProcessGroup::SideStreams& HostStagedProcessGroup::StreamsFor(
     const c10::Device& device) {
@@ -275,6 +325,7 @@ std::unique_ptr<Work> HostStagedProcessGroup::Recv(at::Tensor& tensor, int src, 
 absl::Status HostStagedProcessGroup::AllReduceSum(at::Tensor& tensor) {
   const std::string what = absl::StrCat(name_, ": all-reduce");
   if (absl::Status status = CheckStageable(tensor, what); !status.ok()) return status;
+  collectives_->Drain();
   if (tensor.is_cpu()) return gloo_->AllReduceSum(tensor);
   if (absl::Status status = CheckSummable(tensor, what); !status.ok()) return status;
   at::Tensor host;
@@ -288,9 +339,61 @@ absl::Status HostStagedProcessGroup::AllReduceSum(at::Tensor& tensor) {
                      [&] { tensor.copy_(host, /*non_blocking=*/true); });
 }
 
+absl::Status HostStagedProcessGroup::Barrier() {
+  collectives_->Drain();
+  return gloo_->Barrier();
+}
+
+std::unique_ptr<Work> HostStagedProcessGroup::AllReduceSumAsync(at::Tensor& tensor) {
+  const std::string what = absl::StrCat(name_, ": all-reduce");
+  absl::Status status = CheckStageable(tensor, what);
+  if (status.ok()) status = CheckSummable(tensor, what);
+  if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
+  ProcessGroup& gloo = *gloo_;
+  if (tensor.is_cpu()) {
+    // Through the same queue as the CUDA ones, so Gloo sees them in issue order.
+    return std::make_unique<AllReduceWork>(
+        collectives_->Enqueue([&gloo, tensor]() mutable { return gloo.AllReduceSum(tensor); }),
+        nullptr, what);
+  }
+  auto staged = std::shared_ptr<StagedAllReduce>();
+  status = RunOnDevice(absl::StrCat(what, ": copying to the host"), [&] {
+    const c10::Device device = tensor.device();
+    const SideStreams& streams = StreamsFor(device);
+    c10::impl::VirtualGuardImpl impl(device.type());
+    staged = std::make_shared<StagedAllReduce>(
+        StagedAllReduce{tensor, PinnedLike(tensor), std::make_unique<c10::Event>(device.type()),
+                        std::make_unique<c10::Event>(device.type()), streams.to_device});
+    // The copy waits for the work that produces the tensor, on the side stream only.
+    c10::Event produced(device.type());
+    produced.record(impl.getStream(device));
+    produced.block(streams.to_host);
+    c10::StreamGuard guard(streams.to_host);
+    staged->host.copy_(tensor, /*non_blocking=*/true);
+    staged->copied->record(streams.to_host);
+  });
+  if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
+  const std::string copy_back = absl::StrCat(what, ": copying to ", tensor.device().str());
+  std::shared_ptr<QueuedResult> result =
+      collectives_->Enqueue([&gloo, staged, what, copy_back]() -> absl::Status {
+        const c10::DeviceGuard on_device(staged->tensor.device());
+        absl::Status status = RunOnDevice(absl::StrCat(what, ": copying to the host"),
+                                          [&] { staged->copied->synchronize(); });
+        if (status.ok()) status = gloo.AllReduceSum(staged->host);
+        if (!status.ok()) return status;
+        return RunOnDevice(copy_back, [&] {
+          c10::StreamGuard guard(staged->to_device);
+          staged->tensor.copy_(staged->host, /*non_blocking=*/true);
+          staged->returned->record(staged->to_device);
+        });
+      });
+  return std::make_unique<AllReduceWork>(std::move(result), std::move(staged), copy_back);
+}
+
 absl::Status HostStagedProcessGroup::Broadcast(at::Tensor& tensor, int root) {
   const std::string what = absl::StrCat(name_, ": broadcast from rank ", root);
   if (absl::Status status = CheckStageable(tensor, what); !status.ok()) return status;
+  collectives_->Drain();
   if (tensor.is_cpu()) return gloo_->Broadcast(tensor, root);
   at::Tensor host;
   absl::Status status = RunOnDevice(absl::StrCat(what, ": copying to the host"), [&] {

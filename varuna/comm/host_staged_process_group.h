@@ -14,6 +14,12 @@
 // - Collectives (AllReduceSum, Broadcast): the calling thread copies the tensor to pinned host
 //   memory (waiting for its current stream), runs the Gloo collective, and queues the copy back
 //   on its current stream, which later work on that stream sees; the host does not wait for it.
+// - AllReduceSumAsync: the device-to-host copy is queued on the side stream behind the caller's
+//   current stream; a collective thread (one per group, running the asynchronous all-reduces
+//   in issue order) waits for the copy, runs the Gloo all-reduce and queues the copy back on
+//   the host-to-device side stream. Work::Wait blocks the host until the Gloo all-reduce is
+//   done (the network, not the GPU) and makes the waiting thread's current stream wait for the
+//   copy back. Synchronous collectives first wait for the asynchronous ones in flight.
 //
 // The ProcessGroup contract holds unchanged (process_group.h): a point-to-point Wait returns
 // once the tensor may be used on any stream; a failed transfer breaks the Gloo group.
@@ -34,6 +40,8 @@
 
 namespace varuna::comm {
 
+class CollectiveQueue;
+
 class HostStagedProcessGroup final : public ProcessGroup {
  public:
   // Wraps `gloo`, which must be a Gloo group (TORCH_CHECKed: NCCL groups need no staging).
@@ -51,8 +59,9 @@ class HostStagedProcessGroup final : public ProcessGroup {
   std::unique_ptr<Work> Send(const at::Tensor& tensor, int dst, int tag) override;
   std::unique_ptr<Work> Recv(at::Tensor& tensor, int src, int tag) override;
   absl::Status AllReduceSum(at::Tensor& tensor) override;
+  std::unique_ptr<Work> AllReduceSumAsync(at::Tensor& tensor) override;
   absl::Status Broadcast(at::Tensor& tensor, int root) override;
-  absl::Status Barrier() override { return gloo_->Barrier(); }
+  absl::Status Barrier() override;
 
   // The sender thread and its queue (host_staged_process_group.cc).
   class Sender;
@@ -66,6 +75,8 @@ class HostStagedProcessGroup final : public ProcessGroup {
   std::unique_ptr<ProcessGroup> gloo_;
   std::string name_;
   std::unique_ptr<Sender> sender_;
+  // Runs the asynchronous all-reduces in issue order (comm/collective_queue.h).
+  std::unique_ptr<CollectiveQueue> collectives_;
   std::mutex streams_mu_;
   std::vector<std::unique_ptr<SideStreams>> streams_;  // guarded by streams_mu_
 };

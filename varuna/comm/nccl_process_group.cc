@@ -149,6 +149,38 @@ class NcclWork : public Work {
   absl::Status result_;  // guarded by mu_
 };
 
+// An all-reduce queued on the group's stream (c10d's), behind the work on the issuing thread's
+// current stream. Wait makes the waiting thread's current stream wait for it (c10d's
+// Work::wait), without blocking the host; a failure seen then is reported and breaks the
+// group, and one on the GPU later is the watchdog's (process_group.h).
+class NcclCollectiveWork : public Work {
+ public:
+  NcclCollectiveWork(std::shared_ptr<NcclState> state, c10::intrusive_ptr<c10d::Work> work,
+                     at::Tensor tensor)
+      : state_(std::move(state)), work_(std::move(work)), tensor_(std::move(tensor)) {}
+
+  absl::Status Wait() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!waited_) {
+      waited_ = true;
+      result_ = state_->Run("all-reduce", [&] {
+        const c10::cuda::CUDAGuard guard(state_->device);
+        work_->wait();
+      });
+      tensor_ = at::Tensor();
+    }
+    return result_;
+  }
+
+ private:
+  std::shared_ptr<NcclState> state_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor tensor_;  // kept alive until waited for (c10d stashes it too)
+  std::mutex mu_;
+  bool waited_ = false;  // guarded by mu_
+  absl::Status result_;  // guarded by mu_
+};
+
 class NcclProcessGroup : public ProcessGroup {
  public:
   explicit NcclProcessGroup(std::shared_ptr<NcclState> state) : state_(std::move(state)) {}
@@ -179,6 +211,23 @@ class NcclProcessGroup : public ProcessGroup {
       opts.reduceOp = c10d::ReduceOp::SUM;
       state_->pg->allreduce(tensors, opts)->wait();
     });
+  }
+
+  std::unique_ptr<Work> AllReduceSumAsync(at::Tensor& tensor) override {
+    const std::string what = "all-reduce";
+    absl::Status status = CheckCudaTensor(tensor, what);
+    if (status.ok()) status = CheckSummable(tensor, absl::StrCat(name(), ": ", what));
+    c10::intrusive_ptr<c10d::Work> work;
+    if (status.ok()) {
+      status = state_->Run(what, [&] {
+        std::vector<at::Tensor> tensors = {tensor};
+        c10d::AllreduceOptions opts;
+        opts.reduceOp = c10d::ReduceOp::SUM;
+        work = state_->pg->allreduce(tensors, opts);
+      });
+    }
+    if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
+    return std::make_unique<NcclCollectiveWork>(state_, std::move(work), tensor);
   }
 
   absl::Status Broadcast(at::Tensor& tensor, int root) override {

@@ -129,9 +129,15 @@ struct InFlight {
 
 absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& micro_batches,
                                                 const std::vector<double>& weights,
-                                                double loss_scale) {
+                                                double loss_scale,
+                                                const std::function<void()>& before_last_backward) {
   const int m = static_cast<int>(micro_batches.size());
   const std::vector<Task> tasks = BuildSchedule(schedule_, num_stages_, m, stage_);
+  // Backwards run in list order (only forwards are run early), so the last B is the last one.
+  size_t last_backward = tasks.size();
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    if (tasks[t].kind == TaskKind::kBackward) last_backward = t;
+  }
   std::vector<InFlight> state(m);
   std::vector<bool> done(tasks.size(), false);
   PendingSends sends;
@@ -172,6 +178,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
         return absl::OkStatus();
       }
       case TaskKind::kBackward: {
+        if (t == last_backward && before_last_backward) before_last_backward();
         at::Tensor output = state[i].output;
         if (last()) {
           if (weights[i] != 0) (output.to(at::kFloat) * (weights[i] * loss_scale)).backward();

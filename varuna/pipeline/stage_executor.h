@@ -18,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,8 +45,11 @@ class StageExecutor {
   // backpropagates weights[i] * loss_scale * loss_i; the others the gradients they receive.
   // Returns sum_i weights[i] * loss_i on the last stage and 0 on the others, as a float64
   // scalar tensor on the stage's device: nothing here waits for the device (no host read).
+  // `before_last_backward`, if set, runs right before the step's last backward task (the last
+  // B of the task list, after which no gradient accumulates), e.g. to arm gradient hooks.
   absl::StatusOr<at::Tensor> Train(const std::vector<TensorMap>& micro_batches,
-                                   const std::vector<double>& weights, double loss_scale);
+                                   const std::vector<double>& weights, double loss_scale,
+                                   const std::function<void()>& before_last_backward = nullptr);
 
   // Forward only, without gradients or dropout; the same return value.
   absl::StatusOr<at::Tensor> Evaluate(const std::vector<TensorMap>& micro_batches,

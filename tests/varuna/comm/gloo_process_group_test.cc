@@ -1,7 +1,9 @@
 // Proves Gloo process groups between real processes on 127.0.0.1: send/recv, all-reduce,
 // broadcast and barrier give exact values with 2 and 4 processes, sub-groups map ranks
-// correctly, bad arguments are refused without breaking a group, and a process killed in
-// the middle of a collective makes every other process fail within a bounded time.
+// correctly, bad arguments are refused without breaking a group, asynchronous all-reduces
+// (several in flight, interleaved with transfers and synchronous collectives) are exact, and a
+// process killed in the middle of a collective, synchronous or asynchronous, makes every
+// other process fail within a bounded time.
 //
 // The test binary is also the worker: the parent serves the TCP store on a free port and
 // re-executes itself with --worker=<role> once per rank (tests/util/subprocess.h).
@@ -157,6 +159,63 @@ void BadArgumentsAreRefusedAndTheGroupStillWorks(ProcessGroup& group) {
   WORKER_CHECK(x.eq(group.size()).all().item<bool>(), x);
 }
 
+// Several asynchronous all-reduces in flight at once, interleaved with a synchronous one, a
+// broadcast and point-to-point transfers: every result is exact, and the synchronous
+// collectives see the asynchronous ones issued before them completed.
+void AsyncAllReducesOverlapAndStayOrdered(ProcessGroup& group) {
+  const int r = group.rank();
+  const int n = group.size();
+  const int64_t triangle = static_cast<int64_t>(n) * (n + 1) / 2;
+  const int next = (r + 1) % n;
+  const int prev = (r + n - 1) % n;
+  constexpr int kInFlight = 6;
+  std::vector<at::Tensor> xs;
+  std::vector<std::unique_ptr<Work>> works;
+  at::Tensor got = torch::zeros({4096});
+  std::unique_ptr<Work> recv = group.Recv(got, prev, 7);
+  for (int k = 0; k < kInFlight; ++k) {
+    // Large and small, odd lengths, several dtypes.
+    const int64_t length = k % 2 == 0 ? (1 << 18) + 2 * k + 1 : 3 + k;
+    const at::ScalarType dtype = k % 3 == 0 ? at::kFloat : (k % 3 == 1 ? at::kDouble : at::kLong);
+    xs.push_back(torch::arange(length, torch::kLong).add(k).mul(r + 1).to(dtype));
+    works.push_back(group.AllReduceSumAsync(xs.back()));
+  }
+  const at::Tensor sent = torch::full({4096}, 1.0 + r);
+  std::unique_ptr<Work> send = group.Send(sent, next, 7);
+  WORKER_OK(send->Wait());
+  WORKER_OK(recv->Wait());
+  WORKER_CHECK(got.eq(1.0 + prev).all().item<bool>(), got);
+  // A synchronous collective runs after the ones in flight.
+  at::Tensor sync = torch::full({5}, static_cast<int64_t>(r));
+  WORKER_OK(group.AllReduceSum(sync));
+  WORKER_CHECK(sync.eq(static_cast<int64_t>(n) * (n - 1) / 2).all().item<bool>(), sync);
+  for (int k = kInFlight - 1; k >= 0; --k) {  // waited in reverse: order of waits is free
+    WORKER_OK(works[k]->Wait());
+    WORKER_OK(works[k]->Wait());  // the same result again
+    const at::Tensor expected =
+        torch::arange(xs[k].numel(), torch::kLong).add(k).mul(triangle).to(xs[k].scalar_type());
+    WORKER_CHECK(torch::equal(xs[k], expected), "async all-reduce " << k);
+  }
+  // Issued and dropped without a wait: the destructor waits; then a broadcast follows it.
+  at::Tensor dropped = torch::full({1000}, static_cast<float>(r));
+  group.AllReduceSumAsync(dropped);
+  WORKER_CHECK(dropped.eq(static_cast<float>(n) * (n - 1) / 2).all().item<bool>(), dropped);
+  at::Tensor b = torch::full({3}, static_cast<int64_t>(r));
+  group.AllReduceSumAsync(b)->Wait().IgnoreError();
+  WORKER_OK(group.Broadcast(b, 0));
+  WORKER_CHECK(b.eq(static_cast<int64_t>(n) * (n - 1) / 2).all().item<bool>(), b);
+  // Bad arguments come back through Wait and leave the group usable.
+  at::Tensor strided = torch::ones({4, 4}).t();
+  absl::Status s = group.AllReduceSumAsync(strided)->Wait();
+  WORKER_CHECK(absl::IsInvalidArgument(s), s.ToString());
+  at::Tensor flags = torch::ones({3}, torch::kBool);
+  s = group.AllReduceSumAsync(flags)->Wait();
+  WORKER_CHECK(absl::IsInvalidArgument(s), s.ToString());
+  at::Tensor ones = torch::ones({2});
+  WORKER_OK(group.AllReduceSumAsync(ones)->Wait());
+  WORKER_CHECK(ones.eq(n).all().item<bool>(), ones);
+}
+
 std::unique_ptr<World> JoinOrExit(const std::map<std::string, std::string>& args) {
   WorldOptions options;
   options.rank = std::stoi(args.at("rank"));
@@ -183,14 +242,28 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     BarrierWaitsForEveryone(*world);
     SubGroupsMapRanks(*world);
     BadArgumentsAreRefusedAndTheGroupStillWorks(world->group());
+    AsyncAllReducesOverlapAndStayOrdered(world->group());
     WORKER_OK(world->group().Barrier());
     std::cout << "rank " << world->rank() << ": all checks passed" << std::endl;
     return 0;
   }
-  if (role == "allreduce_forever") {
+  if (role == "allreduce_forever" || role == "async_allreduce_forever") {
+    const bool async = role == "async_allreduce_forever";
     at::Tensor x = torch::ones({1 << 16});
+    at::Tensor y = torch::ones({1 << 16});
     for (int i = 0;; ++i) {
-      const absl::Status s = world->group().AllReduceSum(x);
+      absl::Status s;
+      if (async) {
+        // Two in flight at once; the first failure is the one reported.
+        std::unique_ptr<Work> first = world->group().AllReduceSumAsync(x);
+        std::unique_ptr<Work> second = world->group().AllReduceSumAsync(y);
+        s = first->Wait();
+        const absl::Status t = second->Wait();
+        if (s.ok()) s = t;
+        y.fill_(1.0f);
+      } else {
+        s = world->group().AllReduceSum(x);
+      }
       if (!s.ok()) {
         std::cerr << "all-reduce " << i << " failed: " << s << std::endl;
         // No destructors: the broken group's threads may still wait on the dead peer.
@@ -255,12 +328,12 @@ TEST(GlooProcessGroupTest, CollectivesAndTransfersAreExactWith2Processes) { Expe
 
 TEST(GlooProcessGroupTest, CollectivesAndTransfersAreExactWith4Processes) { ExpectAllPass(4); }
 
-TEST(GlooProcessGroupTest, KillingOneProcessMidCollectiveMakesTheOthersFailPromptly) {
+void ExpectPromptFailureWhenOneIsKilled(const std::string& role) {
   // The group timeout is the backstop; a dead peer's closed connections should be noticed
   // much sooner, but the bound asserted is the one the contract promises.
   constexpr auto kGroupTimeout = std::chrono::seconds(10);
   constexpr int kVictim = 2;
-  GlooJob job("allreduce_forever", 4, kGroupTimeout);
+  GlooJob job(role, 4, kGroupTimeout);
   std::vector<std::string> ready;
   for (int r = 0; r < 4; ++r) ready.push_back("ready/" + std::to_string(r));
   job.store().wait(ready, std::chrono::seconds(60));  // all four are looping over all-reduce
@@ -283,6 +356,14 @@ TEST(GlooProcessGroupTest, KillingOneProcessMidCollectiveMakesTheOthersFailPromp
   }
   EXPECT_LT(since_kill, std::chrono::duration<double>(kGroupTimeout).count() + 5.0) << all;
   std::cout << "survivors all exited " << since_kill << " s after the kill" << std::endl;
+}
+
+TEST(GlooProcessGroupTest, KillingOneProcessMidCollectiveMakesTheOthersFailPromptly) {
+  ExpectPromptFailureWhenOneIsKilled("allreduce_forever");
+}
+
+TEST(GlooProcessGroupTest, KillingOneProcessMidAsyncAllReduceMakesTheOthersFailPromptly) {
+  ExpectPromptFailureWhenOneIsKilled("async_allreduce_forever");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Proves HostStagedProcessGroup between real processes: transfers routed by tag, concurrent
 // transfers from several threads, all-reduce and broadcast give exact values; a send waits for
 // the compute that produces its tensor; a receive waited for on one thread is usable on
-// another; bad arguments are refused without breaking the group; a killed peer makes a
-// waiting receive fail promptly.
+// another; bad arguments are refused without breaking the group; asynchronous all-reduces of
+// freshly computed tensors, several in flight and interleaved with transfers, are exact; a
+// killed peer makes a waiting receive, or an asynchronous all-reduce, fail promptly.
 //
 // Built twice from this source: host_staged_process_group_test moves CPU tensors (the sender
 // thread, queues and Work objects are the same code as for CUDA tensors), and
@@ -160,6 +161,44 @@ void BadArgumentsAreRefusedAndTheGroupStillWorks(ProcessGroup& group) {
   WORKER_CHECK(x.eq(group.size()).all().item<bool>(), x);
 }
 
+// Asynchronous all-reduces: several in flight at once, of tensors produced by compute queued
+// just before (the device-to-host copy must wait for it), interleaved with transfers and a
+// synchronous all-reduce; each result is exact once its Work was waited for.
+void AsyncAllReducesAreExactAndOrdered(ProcessGroup& group) {
+  const int r = group.rank();
+  const int n = group.size();
+  const int next = (r + 1) % n;
+  const int prev = (r + n - 1) % n;
+  const int64_t triangle = static_cast<int64_t>(n) * (n + 1) / 2;
+  at::Tensor got = torch::zeros({300}, On());
+  std::unique_ptr<Work> recv = group.Recv(got, prev, 5);
+  std::vector<at::Tensor> xs;
+  std::vector<std::unique_ptr<Work>> works;
+  for (int k = 0; k < 5; ++k) {
+    // (r + 1) * (k + 1) in every entry, but only once the chain of products has run.
+    at::Tensor x = torch::full({256, 256}, 1.0 / 256, On());
+    for (int i = 0; i < 10; ++i) x = x.matmul(torch::ones({256, 256}, On())) / 256;
+    x = x * 256 * (r + 1) * (k + 1);
+    xs.push_back(x);
+    works.push_back(group.AllReduceSumAsync(xs.back()));
+  }
+  const at::Tensor sent = torch::full({300}, 3.0 + r, On());
+  WORKER_OK(group.Send(sent, next, 5)->Wait());
+  WORKER_OK(recv->Wait());
+  WORKER_CHECK(got.eq(3.0 + prev).all().item<bool>(), got.sum());
+  at::Tensor sync = torch::full({7}, static_cast<int64_t>(r + 1), On(at::kLong));
+  WORKER_OK(group.AllReduceSum(sync));
+  WORKER_CHECK(sync.eq(triangle).all().item<bool>(), sync.sum());
+  for (int k = 4; k >= 0; --k) {
+    WORKER_OK(works[k]->Wait());
+    WORKER_CHECK(xs[k].eq(static_cast<double>(triangle * (k + 1))).all().item<bool>(),
+                 "async all-reduce " << k << ": " << xs[k].mean());
+  }
+  at::Tensor flags = torch::ones({3}, On(at::kBool));
+  const absl::Status s = group.AllReduceSumAsync(flags)->Wait();
+  WORKER_CHECK(absl::IsInvalidArgument(s), s.ToString());
+}
+
 std::unique_ptr<ProcessGroup> StagedGroup(varuna::comm::World& world) {
   std::vector<int> all;
   for (int r = 0; r < world.size(); ++r) all.push_back(r);
@@ -184,6 +223,7 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     SendRecvRoutesByTagAndWaitsForCompute(*group);
     ConcurrentTransfersArriveIntact(*group);
     BadArgumentsAreRefusedAndTheGroupStillWorks(*group);
+    AsyncAllReducesAreExactAndOrdered(*group);
     WORKER_OK(group->Barrier());
     std::cout << "rank " << rank << ": all checks passed" << std::endl;
     return 0;
@@ -199,6 +239,21 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     const absl::Status s = recv->Wait();
     std::cerr << "receive from the killed rank: " << s << std::endl;
     std::_Exit(s.ok() ? varuna::testing::kWorkerCheckFailed : kCommFailed);
+  }
+  if (role == "async_victim") {
+    if (rank == 1) {
+      WORKER_OK(group->Barrier());
+      std::raise(SIGKILL);
+    }
+    WORKER_OK(group->Barrier());
+    at::Tensor x = torch::ones({1 << 16}, On());
+    std::unique_ptr<Work> first = group->AllReduceSumAsync(x);
+    at::Tensor y = torch::ones({1 << 16}, On());
+    std::unique_ptr<Work> second = group->AllReduceSumAsync(y);
+    const absl::Status s = first->Wait();
+    const absl::Status t = second->Wait();
+    std::cerr << "all-reduce with the killed rank: " << s << "; the next: " << t << std::endl;
+    std::_Exit(s.ok() || t.ok() ? varuna::testing::kWorkerCheckFailed : kCommFailed);
   }
   std::cerr << "unknown worker role " << role << std::endl;
   return 2;
@@ -231,6 +286,19 @@ TEST(HostStagedProcessGroupTest, AKilledPeerFailsAWaitingReceivePromptly) {
   EXPECT_TRUE(exits[0].exited && exits[0].code == kCommFailed) << all;
   EXPECT_NE(exits[0].output.find("recv from rank 1"), std::string::npos) << all;
   EXPECT_LT(seconds, 25) << all;  // the group timeout is 30 s: a closed connection is sooner
+}
+
+TEST(HostStagedProcessGroupTest, AKilledPeerFailsAsyncAllReducesPromptly) {
+  if (!DeviceUsable()) GTEST_SKIP() << "no usable GPU";
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<ExitInfo> exits = RunJob("async_victim");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string all = varuna::testing::Describe(exits);
+  EXPECT_EQ(exits[1].signal, SIGKILL) << all;
+  EXPECT_TRUE(exits[0].exited && exits[0].code == kCommFailed) << all;
+  EXPECT_NE(exits[0].output.find("all-reduce"), std::string::npos) << all;
+  EXPECT_LT(seconds, 25) << all;  // the group timeout is 30 s
 }
 
 }  // namespace
