@@ -22,13 +22,13 @@
 #include <cstdint>
 
 #include "varuna/kernels/cuda/bias_gelu.h"
+#include "varuna/kernels/cuda/column_sum.cuh"
 #include "varuna/kernels/cuda/common.cuh"
 
 namespace varuna::kernels::cuda {
 namespace {
 
-constexpr int kBlockThreads = 256;
-constexpr int kMaxGridY = 65535;
+constexpr int kBlockThreads = kColumnSumBlockThreads;
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
@@ -71,7 +71,6 @@ __global__ void __launch_bounds__(kBlockThreads)
     BackwardKernel(const T* __restrict__ grad_output, const T* __restrict__ x,
                    const T* __restrict__ bias, T* __restrict__ grad_input,
                    float* __restrict__ partials, int64_t rows, int64_t columns) {
-  // Slot (k * TY + ty) * TX + tx: a warp's threads touch consecutive words.
   __shared__ float gather[kVec * kBlockThreads];
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
@@ -101,47 +100,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       StoreFromFloat(grad_input + offset, g);
     }
   }
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) gather[(k * height + ty) * width + tx] = sum[k];
-  __syncthreads();
-  // height is a power of two: a fixed pairwise tree over the thread rows.
-  for (int half = height / 2; half > 0; half /= 2) {
-    if (ty < half) {
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        gather[(k * height + ty) * width + tx] += gather[(k * height + ty + half) * width + tx];
-      }
-    }
-    __syncthreads();
-  }
-  if (ty == 0 && in_columns) {
-    float* out = partials + int64_t{blockIdx.y} * columns + column;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) out[k] = gather[k * height * width + tx];
-  }
-}
-
-// The backward's block shape and grid for chunks of kVec.
-struct BackwardPlan {
-  dim3 block;
-  dim3 grid;
-};
-
-cudaError_t PlanBackward(int64_t rows, int64_t columns, int vec, BackwardPlan* plan) {
-  const int64_t row_chunks = columns / vec;
-  int width = 1;
-  while (width < row_chunks && width < kWarpSize) width *= 2;
-  const int height = kBlockThreads / width;
-  const int64_t grid_x = CeilDiv(row_chunks, width);
-  int resident = 0;
-  const cudaError_t error = ResidentBlocks(kBlockThreads, &resident);
-  if (error != cudaSuccess) return error;
-  // About one wave of blocks in all, but no more thread rows than data rows.
-  const int64_t grid_y = std::max<int64_t>(
-      1, std::min({CeilDiv(resident, grid_x), CeilDiv(rows, height), int64_t{kMaxGridY}}));
-  plan->block = dim3(width, height);
-  plan->grid = dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y));
-  return cudaSuccess;
+  StoreColumnSums<kVec>(sum, gather, partials, columns, column, in_columns);
 }
 
 template <typename T>
@@ -169,7 +128,7 @@ cudaError_t Forward(const void* x, const void* bias, void* output, int64_t rows,
 }
 
 template <typename T, int kVec>
-cudaError_t Backward(const BiasGeluBackwardArgs& a, float* workspace, const BackwardPlan& plan,
+cudaError_t Backward(const BiasGeluBackwardArgs& a, float* workspace, const ColumnSumPlan& plan,
                      cudaStream_t stream) {
   BackwardKernel<T, kVec><<<plan.grid, plan.block, 0, stream>>>(
       static_cast<const T*>(a.grad_output), static_cast<const T*>(a.x),
@@ -203,9 +162,9 @@ cudaError_t BiasGeluBackwardPartialRows(const BiasGeluBackwardArgs& args, int* p
     return cudaSuccess;
   }
   return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
-    BackwardPlan plan;
+    ColumnSumPlan plan;
     const cudaError_t error =
-        PlanBackward(args.rows, args.columns, VectorWidth<decltype(tag)>(args), &plan);
+        PlanColumnSum(args.rows, args.columns, VectorWidth<decltype(tag)>(args), &plan);
     if (error != cudaSuccess) return error;
     *partial_rows = static_cast<int>(plan.grid.y);
     return cudaSuccess;
@@ -219,8 +178,8 @@ cudaError_t LaunchBiasGeluBackward(const BiasGeluBackwardArgs& args, float* work
   return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     const int vec = VectorWidth<T>(args);
-    BackwardPlan plan;
-    const cudaError_t error = PlanBackward(args.rows, args.columns, vec, &plan);
+    ColumnSumPlan plan;
+    const cudaError_t error = PlanColumnSum(args.rows, args.columns, vec, &plan);
     if (error != cudaSuccess) return error;
     if (static_cast<int>(plan.grid.y) != partial_rows) return cudaErrorInvalidValue;
     constexpr int kVec = 16 / sizeof(T);
