@@ -37,4 +37,16 @@ at::ScalarType ComputeType(at::ScalarType dtype) {
 
 bool TakesCudaKernels(const at::Tensor& t) { return t.is_cuda() && t.scalar_type() != at::kDouble; }
 
+void CheckInputAndBias(const at::Tensor& x, const at::Tensor& bias, const char* op) {
+  CheckDefined(x, op, "x");
+  CheckDefined(bias, op, "bias");
+  TORCH_CHECK(x.dim() >= 1, op, ": x must have shape [..., n], got a 0-dim tensor");
+  CheckFloatingType(x, op, "x");
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), op, ": bias has shape ", bias.sizes(),
+              " but x has shape ", x.sizes(), "; bias must be [n] = [", x.size(-1), "]");
+  TORCH_CHECK(bias.scalar_type() == x.scalar_type(), op, ": bias is ", bias.scalar_type(),
+              " but x is ", x.scalar_type(), "; they must have the same dtype");
+  CheckSameDevice(bias, x, op, "bias", "x");
+}
+
 }  // namespace varuna::kernels

@@ -1,5 +1,6 @@
 // The argument checks and dtype rules that the single-tensor ops of varuna/kernels (bias_gelu,
-// causal_softmax, layer_norm, causal_attention) share, so that they word their errors alike.
+// bias_dropout_add, causal_softmax, layer_norm, causal_attention) share, so that they word their
+// errors alike.
 //
 // Each check throws c10::Error "<op>: <what is wrong>; <what to do>" naming the argument; it
 // returns normally when the argument is fine. Thread safety: pure functions.
@@ -26,6 +27,10 @@ void CheckLike(const at::Tensor& t, const at::Tensor& ref, const char* op, const
 
 // Throws "<op>: <name> must be float32, float16, bfloat16 or float64, got D" for other dtypes.
 void CheckFloatingType(const at::Tensor& t, const char* op, const char* name);
+
+// The input of a bias op: `x` a defined floating-point [..., n] tensor and `bias` a defined [n]
+// of x's dtype on x's device; throws naming the first that is not.
+void CheckInputAndBias(const at::Tensor& x, const at::Tensor& bias, const char* op);
 
 // The arithmetic type of the ops: fp32 for every dtype but float64, which stays float64.
 at::ScalarType ComputeType(at::ScalarType dtype);
