@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "varuna/kernels/multi_tensor.h"
+#include "varuna/optim/gradient_pairs.h"
 
 namespace varuna {
 
@@ -116,18 +117,8 @@ void GradientBuckets::StartCompleteBuckets() {
 void GradientBuckets::Start(size_t b, double inverse_scale) {
   at::NoGradGuard no_grad;
   Bucket& bucket = buckets_[b];
-  std::vector<at::Tensor> model_grads;
-  std::vector<at::Tensor> master_grads;
-  for (size_t k : bucket.members) {
-    const at::Tensor& grad = parameters_[k].tensor.grad();
-    if (grad.defined()) {
-      model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
-      master_grads.push_back(master_views_[k]);
-    } else {
-      master_views_[k].zero_();
-    }
-  }
-  if (!model_grads.empty()) kernels::MultiTensorUnscale(model_grads, master_grads, inverse_scale);
+  const GradientPairs pairs = PairGradients(parameters_, master_views_, bucket.members);
+  if (!pairs.model.empty()) kernels::MultiTensorUnscale(pairs.model, pairs.master, inverse_scale);
   bucket.started = true;
   bucket.work = data_parallel_->AllReduceSumAsync(bucket.flat);
 }
@@ -142,18 +133,8 @@ void GradientBuckets::FinishBackward(double inverse_scale) {
   if (!overlap_) {
     // Every gradient at once, as one multi-tensor pass; Reduce sums the buckets.
     at::NoGradGuard no_grad;
-    std::vector<at::Tensor> model_grads;
-    std::vector<at::Tensor> master_grads;
-    for (size_t k = 0; k < parameters_.size(); ++k) {
-      const at::Tensor& grad = parameters_[k].tensor.grad();
-      if (grad.defined()) {
-        model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
-        master_grads.push_back(master_views_[k]);
-      } else {
-        master_views_[k].zero_();
-      }
-    }
-    kernels::MultiTensorUnscale(model_grads, master_grads, inverse_scale);
+    const GradientPairs pairs = PairGradients(parameters_, master_views_);
+    kernels::MultiTensorUnscale(pairs.model, pairs.master, inverse_scale);
     for (Bucket& bucket : buckets_) bucket.started = true;
     return;
   }
@@ -190,6 +171,9 @@ void GradientBuckets::ClearStepLocked() {
   for (Bucket& bucket : buckets_) {
     bucket.started = false;
     bucket.missing = 0;
+    // An all-reduce left over from a failed step: the next step may not write its buffer
+    // before it is done (on CUDA, Wait makes the current stream wait for it).
+    if (bucket.work != nullptr) bucket.work->Wait().IgnoreError();
     bucket.work.reset();
   }
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "varuna/comm/status_agreement.h"
 #include "varuna/kernels/multi_tensor.h"
+#include "varuna/optim/gradient_pairs.h"
 #include "varuna/pipeline/partition.h"
 
 namespace varuna {
@@ -305,8 +306,15 @@ absl::StatusOr<Varuna::Plan> Varuna::MakePlan(const TensorMap& inputs, int64_t e
     for (auto& [name, tensor] : micro) tensor = OnDevice(tensor, options_.device);
   }
   // Every stage of a replica sees the same inputs, so summing over the replicas of any stage
-  // gives the global batch's total on every rank.
-  if (groups_.data_parallel != nullptr) {
+  // gives the global batch's total on every rank. Over a host (Gloo) world group the same sum
+  // needs no device: every stage of every replica adds its replica's total, so the world's sum
+  // is num_stages times the global one (exactly, for the integer counts of a loss mask).
+  if (groups_.data_parallel != nullptr && groups_.world != nullptr &&
+      groups_.world->backend() == comm::Backend::kGloo) {
+    at::Tensor sum = at::full({1}, total, at::kDouble);
+    if (absl::Status status = groups_.world->AllReduceSum(sum); !status.ok()) return status;
+    total = sum.item<double>() / options_.stage_map.num_stages();
+  } else if (groups_.data_parallel != nullptr) {
     at::Tensor sum = at::full({1}, total, at::kDouble);
     if (groups_.data_parallel->backend() == comm::Backend::kNccl) sum = sum.to(options_.device);
     if (absl::Status status = groups_.data_parallel->AllReduceSum(sum); !status.ok()) {
@@ -340,22 +348,12 @@ absl::StatusOr<at::Tensor> Varuna::ReduceMasterGrads(double scale) {
     }
     // The same in one multi-tensor pass. Without ties nothing changes the master gradients
     // afterwards, and the same pass also sums their squares.
-    std::vector<at::Tensor> model_grads;
-    std::vector<at::Tensor> master_grads;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const at::Tensor& grad = params[i].tensor.grad();
-      if (grad.defined()) {
-        model_grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
-        master_grads.push_back(grads[i]);
-      } else {
-        grads[i].zero_();
-      }
-    }
+    const GradientPairs pairs = PairGradients(params, grads);
     if (tied_pairs_.empty() && remote_tied_.empty()) {
-      return kernels::MultiTensorUnscaleL2NormSquared(model_grads, master_grads, 1.0 / scale)
+      return kernels::MultiTensorUnscaleL2NormSquared(pairs.model, pairs.master, 1.0 / scale)
           .sum_of_squares;
     }
-    kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / scale);
+    kernels::MultiTensorUnscale(pairs.model, pairs.master, 1.0 / scale);
   }
   // Sum over the replicas (gradient_buckets.h), then the shared weights' copies: both are
   // sums, so their order does not matter (up to rounding), and the data-parallel sum may then

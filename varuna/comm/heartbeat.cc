@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <exception>
+#include <stdexcept>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
@@ -66,17 +67,15 @@ Heartbeat::~Heartbeat() {
   }
   wake_.notify_all();
   watcher_.join();
+  // A prober blocked in a call to a store that stopped answering returns when the store
+  // client's timeout (options_.timeout) ends the call.
+  prober_.join();
   bool reported;
   {
     std::lock_guard<std::mutex> lock(mu_);
     reported = reported_;
   }
-  if (reported) {
-    // The prober may be blocked in a call to a store that no longer answers.
-    prober_.detach();
-    return;
-  }
-  prober_.join();
+  if (reported) return;
   try {
     store_->set(Key(rank_), kDone);
   } catch (const std::exception&) {
@@ -144,14 +143,18 @@ void Heartbeat::Probe() {
       store_->set(Key(rank_), absl::StrCat(beat));
       silent = Look(last, changed);
     } catch (const std::exception& e) {
-      if (!absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", e))) {
+      // Classified on the message without LibTorch's backtrace, whose frames could name a
+      // "timeout" function for a closed connection.
+      const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+      const std::runtime_error plain(c10_error != nullptr ? c10_error->what_without_backtrace()
+                                                          : e.what());
+      if (!absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", plain))) {
         // The store has gone: rank 0 exited, and the collectives report that themselves.
         std::lock_guard<std::mutex> lock(mu_);
         done_ = true;
         return;
       }
-      const auto* error = dynamic_cast<const c10::Error*>(&e);
-      silent = StoreSilent(error != nullptr ? error->what_without_backtrace() : e.what());
+      silent = StoreSilent(plain.what());
     }
     if (!silent.ok()) {
       Report(silent);

@@ -53,7 +53,8 @@ class Heartbeat {
                                                           const HeartbeatOptions& options,
                                                           OnSilent on_silent);
 
-  // Writes "done" for this rank (best effort) and stops the thread.
+  // Stops the threads and writes "done" for this rank (best effort; not after a report). May
+  // wait up to `timeout` for a store call to a store that stopped answering.
   ~Heartbeat();
 
   Heartbeat(const Heartbeat&) = delete;

@@ -158,12 +158,16 @@ class SendWork final : public Work {
 // A receive into host memory, copied to the device tensor when waited for.
 class RecvWork final : public Work {
  public:
+  // `allocated` is recorded on the stream `target` was allocated on, after its allocation: the
+  // copy into it waits for the work queued there before (the caching allocator may have handed
+  // out memory that work still uses).
   RecvWork(std::unique_ptr<Work> received, at::Tensor host, at::Tensor target,
-           c10::Stream to_device, std::string what)
+           c10::Stream to_device, std::unique_ptr<c10::Event> allocated, std::string what)
       : received_(std::move(received)),
         host_(std::move(host)),
         target_(std::move(target)),
         to_device_(to_device),
+        allocated_(std::move(allocated)),
         what_(std::move(what)) {}
   ~RecvWork() override { Wait().IgnoreError(); }
 
@@ -174,6 +178,7 @@ class RecvWork final : public Work {
     result_ = received_->Wait();
     if (result_.ok()) {
       result_ = RunOnDevice(what_, [&] {
+        allocated_->block(to_device_);
         c10::StreamGuard guard(to_device_);
         target_.copy_(host_, /*non_blocking=*/true);
         c10::Event done(to_device_.device_type());
@@ -191,6 +196,7 @@ class RecvWork final : public Work {
   at::Tensor host_;
   at::Tensor target_;
   c10::Stream to_device_;
+  std::unique_ptr<c10::Event> allocated_;
   const std::string what_;
   std::mutex mu_;
   bool waited_ = false;  // guarded by mu_
@@ -312,13 +318,20 @@ std::unique_ptr<Work> HostStagedProcessGroup::Recv(at::Tensor& tensor, int src, 
   if (tensor.is_cpu()) return gloo_->Recv(tensor, src, tag);
   at::Tensor host;
   std::optional<c10::Stream> to_device;
+  std::unique_ptr<c10::Event> allocated;
   absl::Status status = RunOnDevice(what, [&] {
     host = PinnedLike(tensor);
-    to_device = StreamsFor(tensor.device()).to_device;
+    const c10::Device device = tensor.device();
+    to_device = StreamsFor(device).to_device;
+    // The caller's current stream: where the tensor was allocated and may have been in use.
+    c10::impl::VirtualGuardImpl impl(device.type());
+    allocated = std::make_unique<c10::Event>(device.type());
+    allocated->record(impl.getStream(device));
   });
   if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
   std::unique_ptr<Work> received = gloo_->Recv(host, src, tag);
   return std::make_unique<RecvWork>(std::move(received), std::move(host), tensor, *to_device,
+                                    std::move(allocated),
                                     absl::StrCat(what, ": copying to ", tensor.device().str()));
 }
 

@@ -156,19 +156,9 @@ cudaError_t LaunchBiasGeluForward(ElementType type, const void* x, const void* b
 }
 
 cudaError_t BiasGeluBackwardPartialRows(const BiasGeluBackwardArgs& args, int* partial_rows) {
-  if (args.rows < 0 || args.columns < 0) return cudaErrorInvalidValue;
-  if (args.rows == 0 || args.columns == 0) {
-    *partial_rows = 0;
-    return cudaSuccess;
-  }
-  return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
-    ColumnSumPlan plan;
-    const cudaError_t error =
-        PlanColumnSum(args.rows, args.columns, VectorWidth<decltype(tag)>(args), &plan);
-    if (error != cudaSuccess) return error;
-    *partial_rows = static_cast<int>(plan.grid.y);
-    return cudaSuccess;
-  });
+  return ColumnSumPartialRows(
+      args.rows, args.columns, args.type,
+      [&](auto tag) { return VectorWidth<decltype(tag)>(args); }, partial_rows);
 }
 
 cudaError_t LaunchBiasGeluBackward(const BiasGeluBackwardArgs& args, float* workspace,

@@ -45,6 +45,26 @@ inline cudaError_t PlanColumnSum(int64_t rows, int64_t columns, int vec, ColumnS
   return cudaSuccess;
 }
 
+// How many partial-sum rows (the workspace's height) the backward of a [rows, columns] op of
+// element type `type` uses; `vector_width(tag)` gives the chunk width for the element type of
+// DispatchElementType's `tag`. 0 for an empty op.
+template <typename VectorWidth>
+cudaError_t ColumnSumPartialRows(int64_t rows, int64_t columns, ElementType type,
+                                 VectorWidth vector_width, int* partial_rows) {
+  if (rows < 0 || columns < 0) return cudaErrorInvalidValue;
+  if (rows == 0 || columns == 0) {
+    *partial_rows = 0;
+    return cudaSuccess;
+  }
+  return DispatchElementType(type, [&](auto tag) -> cudaError_t {
+    ColumnSumPlan plan;
+    const cudaError_t error = PlanColumnSum(rows, columns, vector_width(tag), &plan);
+    if (error != cudaSuccess) return error;
+    *partial_rows = static_cast<int>(plan.grid.y);
+    return cudaSuccess;
+  });
+}
+
 // Adds this block's per-thread sums `sum` over its TY thread rows and writes the kVec column
 // sums of chunk `column` (by thread row 0, if `in_columns`) into partial-sum row blockIdx.y.
 // `gather` is the block's shared float[kVec * kColumnSumBlockThreads]; every thread of the
