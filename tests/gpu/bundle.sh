@@ -6,10 +6,12 @@
 #              statically; the Gloo backend library; the trainer's bundled corpus in
 #              bin/pretrain_gpt2.runfiles/ (where the trainer looks for it)
 #   lib/       the shared libraries those need that are neither LibTorch nor CUDA nor the C
-#              library (Abseil, SentencePiece, Gloo, libstdc++, ...)
+#              library nor the GCC runtime (Abseil, SentencePiece, Gloo, hiredis, ibverbs, ...)
 #   bench/     the benchmark scripts of tests/benchmarks (the PyTorch reference among them)
 #   env.sh     `source env.sh` points LD_LIBRARY_PATH at lib/ and at the host's PyTorch 2.11
-#              install (torch/lib and nvidia/*/lib), so any binary in bin/ runs
+#              install (torch/lib and nvidia/*/lib), so any binary in bin/ runs; it warns when
+#              the host's glibc or libstdc++ is older than the binaries need (built on Debian
+#              12: glibc 2.34 and GLIBCXX_3.4.30, GCC 12's libstdc++; Ubuntu 22.04 has both)
 #   run.sh     runs every bundled test (tests.txt lists them); exits non-zero if any fails
 #   session.sh every GPU check, in phases meant for under 9 minutes each (tests, parity,
 #              determinism, kernels, training, planning, throughput [PRESET]; all; report: one
@@ -48,12 +50,15 @@ for target in $tests; do echo "${target##*:}"; done > "$out/tests.txt"
 for target in $tests $binaries; do
   binary=bazel-bin/$(echo "${target#//}" | tr ':' '/')
   cp "$binary" "$out/bin/"
-  # Libraries the host's PyTorch provides (torch, its CUDA and NCCL wheels) and the C library
-  # itself stay out; the rest is copied.
+  # Libraries the host's PyTorch provides (torch, its CUDA and NCCL wheels), the C library
+  # (libutil included) and the GCC runtime (libstdc++, libgcc_s) stay out; the rest is copied.
+  # Debian 12's libstdc++ needs glibc 2.36 (arc4random), so carrying it would keep the bundle
+  # off Ubuntu 22.04 (glibc 2.35), whose own libstdc++ (GCC 12) has every GLIBCXX version the
+  # binaries need; env.sh checks the host for both (see the versions recorded below).
   for so in $( (ldd "$binary"; ldd "$out/bin/libvaruna_gloo.so") | awk '/=> \//{print $3}' | sort -u); do
     case "$(basename "$so")" in
-      libtorch* | libc10* | libcu* | libnccl* | libnv* | libgomp* | \
-        libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | ld-linux*) ;;
+      libtorch* | libc10* | libcu* | libnccl* | libnv* | libgomp* | libstdc++.so.* | libgcc_s.so.* | \
+        libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | libutil.so.* | ld-linux*) ;;
       *) cp -L "$so" "$out/lib/" ;;
     esac
   done
@@ -65,9 +70,32 @@ fi
 cp tests/benchmarks/*.py tests/benchmarks/*.sh "$out/bench/"
 cp tests/gpu/session.sh "$out/"
 
-cat > "$out/env.sh" << 'EOF_ENV'
-# source this file: makes the binaries in bin/ runnable against this host's PyTorch 2.11.
+# The newest glibc and libstdc++ symbol versions anything in bin/ or lib/ asks of the host.
+newest_version() {
+  for f in "$out"/bin/* "$out"/lib/*; do
+    [[ -f "$f" ]] && objdump -T "$f" 2> /dev/null | awk '/\*UND\*/' | grep -o "$1_[0-9.]*[0-9]"
+  done | sort -uV | tail -n 1
+}
+need_glibc=$(newest_version GLIBC)
+need_glibcxx=$(newest_version GLIBCXX)
+[[ -n "$need_glibc" && -n "$need_glibcxx" ]] ||
+  { echo "bundle.sh: objdump found no GLIBC/GLIBCXX versions in $out (is binutils installed?)" >&2; exit 1; }
+
+{
+  echo "# source this file: makes the binaries in bin/ runnable against this host's PyTorch 2.11."
+  echo "need_glibc=${need_glibc#GLIBC_} need_glibcxx=$need_glibcxx  # written by bundle.sh"
+} > "$out/env.sh"
+cat >> "$out/env.sh" << 'EOF_ENV'
 bundle_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The host's C library and C++ runtime must be new enough; say so here, not as a loader error.
+host_glibc=$(getconf GNU_LIBC_VERSION 2> /dev/null | cut -d' ' -f2)
+if [[ "$(printf '%s\n' "$need_glibc" "$host_glibc" | sort -V | head -n 1)" != "$need_glibc" ]]; then
+  echo "env.sh: the bundle's binaries need glibc $need_glibc or newer; this host has ${host_glibc:-none}. Build and run in the container instead (README, \"GPU hosts\")." >&2
+fi
+host_libstdcxx=$( (ldconfig -p || /sbin/ldconfig -p) 2> /dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/{print $NF; exit}')
+if [[ -z "$host_libstdcxx" ]] || ! grep -qa "$need_glibcxx" "$host_libstdcxx"; then
+  echo "env.sh: the bundle's binaries need a libstdc++.so.6 with $need_glibcxx; this host's (${host_libstdcxx:-none found}) lacks it. Install a newer libstdc++6, or use the container (README, \"GPU hosts\")." >&2
+fi
 torch_lib=${TORCH_LIB:-$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')}
 site=$(dirname "$(dirname "$torch_lib")")
 nvidia_libs=$(find "$site/nvidia" -maxdepth 3 -type d -name lib 2> /dev/null | tr '\n' ':')
