@@ -16,6 +16,9 @@
 #   session.sh planning     profile gpt2-355m, let the launcher choose a configuration, run it:
 #                           the predicted step time against the measured one (within 5%)
 #   session.sh throughput [PRESET]  the C++ engine against PyTorch eager and torch.compile
+#   session.sh fusions [PRESET]  each of the engine's fusions measured on its own, in one call:
+#                           unfused residual adds, then the default (bias-dropout-add fused),
+#                           then also the fused LM head + cross entropy; tokens/s ratios
 #   session.sh all          every phase above in turn, then the table
 #   session.sh report       the table: one PASS/FAIL/SKIP line per check run so far
 #
@@ -185,6 +188,33 @@ phase_throughput() {
     --presets="$preset" --out-dir="$results/throughput_$preset"
 }
 
+# The C++ benchmark on PRESET (bf16, batch 16 x 1024 in micro-batches of 8, as the throughput
+# table) once per variant, then each variant's tokens/s against the unfused baseline.
+phase_fusions() {
+  local preset=${1:-gpt2-355m}
+  local common=(--preset="$preset" --dtype=bf16 --batch-size=16 --chunk-size=8 --steps=30
+    --warmup-steps=5 --profile-ops)
+  local variants=(unfused default fused_ce)
+  local -A flags=([unfused]="--no-bias-dropout-fusion" [default]=""
+    [fused_ce]="--cross-entropy-loss-fusion")
+  local v
+  for v in "${variants[@]}"; do
+    # shellcheck disable=SC2086  # the flags are one word or none
+    check "fusions_${preset}_$v" "$bin/gpt2_throughput_benchmark" "${common[@]}" ${flags[$v]}
+  done
+  local base
+  base=$(grep -ho '"tokens_per_s":[0-9.]*' "$results/fusions_${preset}_unfused.log" | tail -1 |
+    cut -d: -f2)
+  for v in "${variants[@]}"; do
+    local tps
+    tps=$(grep -ho '"tokens_per_s":[0-9.]*' "$results/fusions_${preset}_$v.log" | tail -1 |
+      cut -d: -f2)
+    [[ -n "$base" && -n "$tps" ]] &&
+      awk -v p="$preset" -v v="$v" -v t="$tps" -v b="$base" \
+        'BEGIN { printf "fusions %s %s: %.0f tokens/s, %.3fx unfused\n", p, v, t, t / b }'
+  done | tee -a "$results/fusions_$preset.txt"
+}
+
 report() {
   echo "==== GPU checks ($checks)"
   [[ -f "$checks" ]] && cat "$checks"
@@ -195,15 +225,17 @@ phase=${1:-}
 case "$phase" in
   tests | parity | determinism | kernels | training | planning) "phase_$phase" ;;
   throughput) phase_throughput "${2:-}" ;;
+  fusions) phase_fusions "${2:-}" ;;
   all)
     for p in tests parity determinism kernels training planning; do "phase_$p"; done
     phase_throughput gpt2-355m
+    phase_fusions gpt2-355m
     report || status=1
     ;;
   report) report || status=1 ;;
   *)
     echo "usage: session.sh tests | parity | determinism | kernels | training | planning |" \
-      "throughput [PRESET] | all | report" >&2
+      "throughput [PRESET] | fusions [PRESET] | all | report" >&2
     exit 2
     ;;
 esac
