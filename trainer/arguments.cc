@@ -159,10 +159,6 @@ absl::Status Validate(const TrainerArguments& a) {
     return Invalid(absl::StrCat("--lr=", a.lr, " and --min-lr=", a.min_lr,
                                 " must satisfy 0 <= --min-lr <= --lr"));
   }
-  if (a.no_overlap_grad_reduce && a.WasGiven("overlap-grad-reduce") && a.overlap_grad_reduce) {
-    return Invalid(
-        "--overlap-grad-reduce and --no-overlap-grad-reduce contradict each other: give one");
-  }
   if (a.lr_decay_iters < 0) {
     return Invalid(absl::StrCat("--lr-decay-iters=", a.lr_decay_iters, " must be >= 0"));
   }
@@ -411,7 +407,7 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   for (const char* name :
        {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
         "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
-        "metrics-file", "tokenizer-model", "warmup", "overlap-grad-reduce"}) {
+        "metrics-file", "tokenizer-model", "warmup"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
   }
   if (a.no_bias_dropout_fusion) {
@@ -420,6 +416,13 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
           "--bias-dropout-fusion and --no-bias-dropout-fusion were both given: keep one");
     }
     a.bias_dropout_fusion = false;
+  }
+  if (a.no_overlap_grad_reduce) {
+    if (parser.WasSet("overlap-grad-reduce") && a.overlap_grad_reduce) {
+      return Invalid(
+          "--overlap-grad-reduce and --no-overlap-grad-reduce contradict each other: give one");
+    }
+    a.overlap_grad_reduce = false;
   }
   if (a.data_path.empty()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;

@@ -123,7 +123,7 @@ struct TrainerArguments {
   // starts during the last backward of the step (VarunaOptions::overlap_grad_reduce). On by
   // default; --no-overlap-grad-reduce reduces after the pipeline instead (same gradients).
   bool overlap_grad_reduce = true;
-  bool no_overlap_grad_reduce = false;
+  bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce, folded into the above
 
   // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments
   // applies to the flags not given (see README).

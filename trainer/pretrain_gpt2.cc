@@ -224,14 +224,13 @@ SavedContext MakeSavedContext(const TrainerArguments& a, const gpt2::Gpt2Config&
   return context;
 }
 
-// With --load: restores the engine from the checkpoint (refusing one of another model) and
-// returns where training stands; without it, or when --load holds no checkpoint yet, the start.
-absl::StatusOr<TrainingState> Resume(const TrainerArguments& a, varuna::Varuna& engine,
-                                     const SavedContext& context, TrainingLog& log) {
+// With a checkpoint to load (CheckRun's answer): restores the engine from it (refusing one of
+// another model) and returns where training stands; otherwise the start.
+absl::StatusOr<TrainingState> Resume(const TrainerArguments& a, bool has_checkpoint,
+                                     varuna::Varuna& engine, const SavedContext& context,
+                                     TrainingLog& log) {
   TrainingState state;
-  absl::StatusOr<bool> has_checkpoint = HasCheckpointToLoad(a);
-  if (!has_checkpoint.ok()) return has_checkpoint.status();
-  if (!*has_checkpoint) {
+  if (!has_checkpoint) {
     if (!a.load.empty()) {
       log.Info(absl::StrCat("> --load=", a.load,
                             " holds no checkpoint yet: starting from scratch at iteration 0"));
@@ -403,7 +402,8 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   // From here on SIGUSR1/SIGTERM mean "checkpoint and stop" (read at the first step), so one
   // that comes while the job is still starting up is not lost.
   const StopSignal stop_signal;
-  if (absl::Status s = CheckRun(a, *config, *engine_options); !s.ok()) return s;
+  const absl::StatusOr<bool> has_checkpoint = CheckRun(a, *config, *engine_options);
+  if (!has_checkpoint.ok()) return has_checkpoint.status();
 
   // 2. The log, the inputs, the job's processes, the data and the engine.
   absl::StatusOr<std::unique_ptr<TrainingLog>> log_or =
@@ -445,7 +445,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
 
   // 3. Resume.
   const SavedContext context = MakeSavedContext(a, *config, *inputs, **data);
-  absl::StatusOr<TrainingState> resumed = Resume(a, engine, context, log);
+  absl::StatusOr<TrainingState> resumed = Resume(a, has_checkpoint.value(), engine, context, log);
   if (!resumed.ok()) return resumed.status();
   TrainingState state = *resumed;
   const int64_t first_iteration = state.iteration;

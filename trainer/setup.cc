@@ -189,7 +189,7 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   }
   options.p2p_backend = ParseBackendFlag(a.p2p_backend);
   options.dp_backend = ParseBackendFlag(a.dp_backend);
-  options.overlap_grad_reduce = a.overlap_grad_reduce && !a.no_overlap_grad_reduce;
+  options.overlap_grad_reduce = a.overlap_grad_reduce;
   options.device = c10::Device(c10::kCPU);
   if (cuda) {
     absl::StatusOr<int> index = CudaDeviceOf(*local_rank, options);
@@ -209,28 +209,9 @@ absl::Status CheckEodToken(const TrainerArguments& a, const Vocabulary& vocabula
   return absl::OkStatus();
 }
 
-absl::Status CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                      const varuna::VarunaOptions& engine) {
-  if (absl::Status status = varuna::Varuna::ValidateOptions(engine, config.num_layers);
-      !status.ok()) {
-    return status;
-  }
-  const int world_size = engine.stage_map.world_size();
-  if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", world_size,
-        " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
-        "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
-  }
-  // Found now rather than at the first checkpoint, --save-interval steps later.
-  for (const auto& [flag, dir] : {std::pair<const char*, const std::string&>{"--save", a.save},
-                                  {"--checkpoint-tmpdir", a.checkpoint_tmpdir}}) {
-    if (dir.empty()) continue;
-    if (absl::Status s = CheckWritableDirectory(flag, dir); !s.ok()) return s;
-  }
-  return HasCheckpointToLoad(a).status();
-}
+namespace {
 
+// CheckRun's answer about --load (see setup.h).
 absl::StatusOr<bool> HasCheckpointToLoad(const TrainerArguments& a) {
   if (a.load.empty()) return false;
   namespace fs = std::filesystem;
@@ -269,6 +250,30 @@ absl::StatusOr<bool> HasCheckpointToLoad(const TrainerArguments& a) {
     return found;
   }
   return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                              const varuna::VarunaOptions& engine) {
+  if (absl::Status status = varuna::Varuna::ValidateOptions(engine, config.num_layers);
+      !status.ok()) {
+    return status;
+  }
+  const int world_size = engine.stage_map.world_size();
+  if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", world_size,
+        " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
+        "with //varuna:launch, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"));
+  }
+  // Found now rather than at the first checkpoint, --save-interval steps later.
+  for (const auto& [flag, dir] : {std::pair<const char*, const std::string&>{"--save", a.save},
+                                  {"--checkpoint-tmpdir", a.checkpoint_tmpdir}}) {
+    if (dir.empty()) continue;
+    if (absl::Status s = CheckWritableDirectory(flag, dir); !s.ok()) return s;
+  }
+  return HasCheckpointToLoad(a);
 }
 
 absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArguments& a,

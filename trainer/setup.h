@@ -53,19 +53,18 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a);
 // --reset-attention-mask) and no tokenizer gives it.
 absl::Status CheckEodToken(const TrainerArguments& a, const Vocabulary& vocabulary);
 
-// Whether --load names a checkpoint to resume from. False without --load, and when its
-// directory does not exist yet or holds no varuna_ckpt_<n> directory and no tracker file: the
-// run then starts from scratch, as Megatron's does, so that a command with --load=DIR
-// --save=DIR can be re-run after a crash before its first checkpoint. Errors: InvalidArgument
-// when --load names a file or one varuna_ckpt_<n> directory (the message gives the flags to use
-// instead); NotFound or DataLoss when --load-iteration's checkpoint is missing or damaged, or
-// when DIR holds checkpoints and none is complete and intact.
-absl::StatusOr<bool> HasCheckpointToLoad(const TrainerArguments& a);
-
 // What can be checked before a training run writes anything: the engine's options against the
-// model, a multi-rank map started without a launcher, and the checkpoint --load names.
-absl::Status CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                      const varuna::VarunaOptions& engine);
+// model, a multi-rank map started without a launcher, that --save and --checkpoint-tmpdir can
+// be written, and the checkpoint --load names. Returns whether --load names a checkpoint to
+// resume from: false without --load, and when its directory does not exist yet or holds no
+// varuna_ckpt_<n> directory and no tracker file (the run then starts from scratch, as
+// Megatron's does, so that a command with --load=DIR --save=DIR can be re-run after a crash
+// before its first checkpoint). Errors: InvalidArgument when --load names a file or one
+// varuna_ckpt_<n> directory (the message gives the flags to use instead); NotFound or DataLoss
+// when --load-iteration's checkpoint is missing or damaged, or when DIR holds checkpoints and
+// none is complete and intact.
+absl::StatusOr<bool> CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                              const varuna::VarunaOptions& engine);
 
 // The log (stdout and the metrics file, on rank 0 only). A fresh sample run starts a fresh
 // metrics file in the sample folder; a resumed one continues it.

@@ -215,21 +215,16 @@ cudaError_t BiasDropoutAddBackwardPartialRows(const BiasDropoutAddBackwardArgs& 
 
 cudaError_t LaunchBiasDropoutAddBackward(const BiasDropoutAddBackwardArgs& args, float* workspace,
                                          int partial_rows, cudaStream_t stream) {
-  if (args.rows < 0 || args.columns < 0 || !ValidKeep(args.keep_probability)) {
-    return cudaErrorInvalidValue;
-  }
-  if (args.rows == 0 || args.columns == 0) return cudaSuccess;
-  return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
-    using T = decltype(tag);
-    const int vec = BackwardVectorWidth<T>(args);
-    ColumnSumPlan plan;
-    const cudaError_t error = PlanColumnSum(args.rows, args.columns, vec, &plan);
-    if (error != cudaSuccess) return error;
-    if (static_cast<int>(plan.grid.y) != partial_rows) return cudaErrorInvalidValue;
-    constexpr int kVec = 16 / sizeof(T);
-    return vec == kVec ? Backward<T, kVec>(args, workspace, plan, stream)
-                       : Backward<T, 1>(args, workspace, plan, stream);
-  });
+  if (!ValidKeep(args.keep_probability)) return cudaErrorInvalidValue;
+  return LaunchColumnSumBackward(
+      args.rows, args.columns, args.type, partial_rows,
+      [&](auto tag) { return BackwardVectorWidth<decltype(tag)>(args); },
+      [&](auto tag, int vec, const ColumnSumPlan& plan) {
+        using T = decltype(tag);
+        constexpr int kVec = 16 / sizeof(T);
+        return vec == kVec ? Backward<T, kVec>(args, workspace, plan, stream)
+                           : Backward<T, 1>(args, workspace, plan, stream);
+      });
 }
 
 }  // namespace varuna::kernels::cuda

@@ -163,19 +163,15 @@ cudaError_t BiasGeluBackwardPartialRows(const BiasGeluBackwardArgs& args, int* p
 
 cudaError_t LaunchBiasGeluBackward(const BiasGeluBackwardArgs& args, float* workspace,
                                    int partial_rows, cudaStream_t stream) {
-  if (args.rows < 0 || args.columns < 0) return cudaErrorInvalidValue;
-  if (args.rows == 0 || args.columns == 0) return cudaSuccess;
-  return DispatchElementType(args.type, [&](auto tag) -> cudaError_t {
-    using T = decltype(tag);
-    const int vec = VectorWidth<T>(args);
-    ColumnSumPlan plan;
-    const cudaError_t error = PlanColumnSum(args.rows, args.columns, vec, &plan);
-    if (error != cudaSuccess) return error;
-    if (static_cast<int>(plan.grid.y) != partial_rows) return cudaErrorInvalidValue;
-    constexpr int kVec = 16 / sizeof(T);
-    return vec == kVec ? Backward<T, kVec>(args, workspace, plan, stream)
-                       : Backward<T, 1>(args, workspace, plan, stream);
-  });
+  return LaunchColumnSumBackward(
+      args.rows, args.columns, args.type, partial_rows,
+      [&](auto tag) { return VectorWidth<decltype(tag)>(args); },
+      [&](auto tag, int vec, const ColumnSumPlan& plan) {
+        using T = decltype(tag);
+        constexpr int kVec = 16 / sizeof(T);
+        return vec == kVec ? Backward<T, kVec>(args, workspace, plan, stream)
+                           : Backward<T, 1>(args, workspace, plan, stream);
+      });
 }
 
 }  // namespace varuna::kernels::cuda

@@ -65,6 +65,24 @@ cudaError_t ColumnSumPartialRows(int64_t rows, int64_t columns, ElementType type
   });
 }
 
+// Launches the backward of a [rows, columns] op through `run(tag, vec, plan)`, after checking
+// that the plan's partial-sum rows are the `partial_rows` the workspace was sized for (by
+// ColumnSumPartialRows); `vector_width(tag)` as there. Nothing to do for an empty op.
+template <typename VectorWidth, typename Run>
+cudaError_t LaunchColumnSumBackward(int64_t rows, int64_t columns, ElementType type,
+                                    int partial_rows, VectorWidth vector_width, Run run) {
+  if (rows < 0 || columns < 0) return cudaErrorInvalidValue;
+  if (rows == 0 || columns == 0) return cudaSuccess;
+  return DispatchElementType(type, [&](auto tag) -> cudaError_t {
+    const int vec = vector_width(tag);
+    ColumnSumPlan plan;
+    const cudaError_t error = PlanColumnSum(rows, columns, vec, &plan);
+    if (error != cudaSuccess) return error;
+    if (static_cast<int>(plan.grid.y) != partial_rows) return cudaErrorInvalidValue;
+    return run(tag, vec, plan);
+  });
+}
+
 // Adds this block's per-thread sums `sum` over its TY thread rows and writes the kVec column
 // sums of chunk `column` (by thread row 0, if `in_columns`) into partial-sum row blockIdx.y.
 // `gather` is the block's shared float[kVec * kColumnSumBlockThreads]; every thread of the
