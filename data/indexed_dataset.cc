@@ -84,24 +84,30 @@ void Narrow(const std::vector<int32_t>& tokens, char* out) {
 }
 
 // Returns the index of the first of `count` tokens that is < 0 or >= vocab_size (and sets
-// *id to it), or -1.
+// *id to it), or -1; raises *largest to the largest id before it.
 template <typename T>
-int64_t FindBadToken(const char* data, int64_t count, int64_t vocab_size, int64_t* id) {
+int64_t FindBadToken(const char* data, int64_t count, int64_t vocab_size, int64_t* id,
+                     int64_t* largest) {
+  int64_t top = *largest;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t value = static_cast<int64_t>(Load<T>(data + i * sizeof(T)));
     if (value < 0 || value >= vocab_size) {
       *id = value;
+      *largest = top;
       return i;
     }
+    top = std::max(top, value);
   }
+  *largest = top;
   return -1;
 }
 
 int64_t FindBadTokenOf(TokenDtype dtype, const char* data, int64_t count, int64_t vocab_size,
-                       int64_t* id) {
+                       int64_t* id, int64_t* largest) {
   int64_t at = -1;
-  VisitDtype(dtype,
-             [&](auto tag) { at = FindBadToken<decltype(tag)>(data, count, vocab_size, id); });
+  VisitDtype(dtype, [&](auto tag) {
+    at = FindBadToken<decltype(tag)>(data, count, vocab_size, id, largest);
+  });
   return at;
 }
 
@@ -403,7 +409,7 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::
       const int64_t length = Load<int32_t>(dataset->lengths_ + 4 * i);
       int64_t id = 0;
       const int64_t at = FindBadTokenOf(dataset->dtype_, dataset->bin_.data() + dataset->pointer(i),
-                                        length, vocab_size, &id);
+                                        length, vocab_size, &id, &dataset->largest_token_id_);
       if (at >= 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             bin_path, ": sequence ", i, " holds token id ", id, " at position ", at,

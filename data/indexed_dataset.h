@@ -97,7 +97,8 @@ class IndexedDataset {
   // Maps <prefix>.idx and <prefix>.bin and checks that they are a consistent Megatron
   // dataset: magic, version, dtype, sizes, lengths, pointers, document index, .bin size.
   // If vocab_size > 0 it also scans every token and fails if one is negative or
-  // >= vocab_size (the data was made with another tokenizer); 0 skips that scan.
+  // >= vocab_size (the data was made with another tokenizer), and notes the largest id
+  // (largest_token_id); 0 skips that scan.
   // Errors name the file, the problem and the fix: NotFound for a missing file (the errno's
   // status for another failure to map one, varuna::MappedFile), DataLoss for a corrupt one,
   // Unimplemented for an unknown version, InvalidArgument for a token id outside the
@@ -119,6 +120,9 @@ class IndexedDataset {
   const std::vector<int64_t>& document_index() const { return document_index_; }
   TokenDtype dtype() const { return dtype_; }
   const std::string& prefix() const { return prefix_; }
+  // The largest token id of the dataset, found by Open's scan; -1 without the scan (or
+  // without tokens).
+  int64_t largest_token_id() const { return largest_token_id_; }
 
   // Copies tokens [offset, offset + count) of `sequence` into out[0, count), converted to
   // int32. Precondition: the range lies inside the sequence (aborts with a message
@@ -140,6 +144,7 @@ class IndexedDataset {
   int64_t num_sequences_ = 0;
   int64_t num_tokens_ = 0;
   uint64_t fingerprint_ = 0;
+  int64_t largest_token_id_ = -1;
   std::vector<int64_t> document_index_;
   // <prefix>.idx and <prefix>.bin.
   varuna::MappedFile idx_;

@@ -44,6 +44,7 @@
 #include "trainer/tensorboard_log.h"
 #include "trainer/throughput.h"
 #include "trainer/training_log.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/comm/world.h"
 #include "varuna/io/json.h"
 #include "varuna/varuna.h"
@@ -164,7 +165,8 @@ absl::Status ProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& conf
   if (!log.ok()) return log.status();
   std::unique_ptr<varuna::comm::World> world;
   if (world_size > 1) {
-    absl::StatusOr<std::unique_ptr<varuna::comm::World>> joined = JoinWorld(a, engine, world_size);
+    absl::StatusOr<std::unique_ptr<varuna::comm::World>> joined =
+        JoinWorld(a, engine, world_size, /*stop_requested=*/nullptr);
     if (!joined.ok()) return joined.status();
     world = std::move(*joined);
     if (gpus_per_node == 0) {
@@ -373,6 +375,16 @@ std::optional<DeviceMemory> MemoryOf(const c10::Device& device) {
   return memory;
 }
 
+// True, after saying so, when `status` is a start-up phase (`phase`) given up on a stop request;
+// the run then ends with exit 0, as a stop during training does after its checkpoint.
+bool StoppedWhileStarting(const absl::Status& status, const StopSignal& stop_signal,
+                          const char* phase, TrainingLog& log) {
+  if (!absl::IsCancelled(status) || !stop_signal.requested()) return false;
+  log.Info(absl::StrFormat("stop requested (%s) while %s: %s; exiting", stop_signal.signal_name(),
+                           phase, status.message()));
+  return true;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -410,15 +422,18 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       OpenTrainingLog(a, engine_options->rank == 0);
   if (!log_or.ok()) return log_or.status();
   TrainingLog& log = **log_or;
-  absl::StatusOr<TrainingInputs> inputs = PrepareInputs(
-      a, argv0, engine_options->rank == 0, log, [&stop_signal] { return stop_signal.requested(); });
-  if (absl::IsCancelled(inputs.status()) && stop_signal.requested()) {
-    log.Info(absl::StrFormat("stop requested (%s) while preparing the data: %s; exiting",
-                             stop_signal.signal_name(), inputs.status().message()));
+  const auto stop_requested = [&stop_signal] { return stop_signal.requested(); };
+  absl::StatusOr<TrainingInputs> inputs =
+      PrepareInputs(a, argv0, engine_options->rank == 0, log, stop_requested);
+  if (StoppedWhileStarting(inputs.status(), stop_signal, "preparing the data", log)) {
     return absl::OkStatus();
   }
   if (!inputs.ok()) return inputs.status();
-  absl::StatusOr<std::unique_ptr<varuna::comm::World>> world = JoinJob(a, *engine_options, log);
+  absl::StatusOr<std::unique_ptr<varuna::comm::World>> world =
+      JoinJob(a, *engine_options, log, stop_requested);
+  if (StoppedWhileStarting(world.status(), stop_signal, "joining the job", log)) {
+    return absl::OkStatus();
+  }
   if (!world.ok()) return world.status();
   absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> heartbeat =
       StartHeartbeat(a, world->get());
@@ -431,6 +446,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   for (const std::string& line : mode_lines) log.Info(line);
   absl::StatusOr<GptEngine> gpt =
       CreateGptEngine(TrainerEngineOptions(a, *config, *engine_options));
+  if (StoppedWhileStarting(gpt.status(), stop_signal, "creating the process groups", log)) {
+    return absl::OkStatus();
+  }
   if (!gpt.ok()) return gpt.status();
   log.Info(absl::StrCat("> attention: ", gpt->attention.reason));
   if (a.cross_entropy_loss_fusion) {
@@ -616,7 +634,7 @@ int main(int argc, char** argv) {
   try {
     status = trainer::Run(*arguments, argv[0], mode_lines, tensorboard->get());
   } catch (const std::exception& e) {  // LibTorch reports, e.g., CUDA out of memory this way.
-    status = absl::InternalError(e.what());
+    status = absl::InternalError(varuna::comm::OneLineMessage(e));
   }
   // Under --deterministic an op without a deterministic implementation throws (at start-up or
   // in a step); say which op and what to do instead of LibTorch's Python-flavoured advice.

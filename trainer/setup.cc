@@ -309,9 +309,9 @@ absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const st
   return TrainingInputs{sample->data_prefix, sample->tokenizer_model};
 }
 
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArguments& a,
-                                                               const varuna::VarunaOptions& engine,
-                                                               int world_size) {
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
+    const TrainerArguments& a, const varuna::VarunaOptions& engine, int world_size,
+    std::function<bool()> stop_requested) {
   varuna::comm::WorldOptions options;
   options.rank = engine.rank;
   options.world_size = world_size;
@@ -327,15 +327,17 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArgu
   options.backend = varuna::comm::Backend::kGloo;  // The world group agrees on CPU values.
   options.timeout = std::chrono::minutes(a.distributed_timeout_minutes);
   options.cuda_device = engine.device.is_cuda() ? engine.device.index() : 0;
+  options.stop_requested = std::move(stop_requested);
   return varuna::comm::World::Join(options);
 }
 
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
-                                                             varuna::VarunaOptions& engine,
-                                                             TrainingLog& log) {
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(
+    const TrainerArguments& a, varuna::VarunaOptions& engine, TrainingLog& log,
+    std::function<bool()> stop_requested) {
   const int world_size = engine.stage_map.world_size();
   if (world_size == 1) return nullptr;
-  absl::StatusOr<std::unique_ptr<varuna::comm::World>> world = JoinWorld(a, engine, world_size);
+  absl::StatusOr<std::unique_ptr<varuna::comm::World>> world =
+      JoinWorld(a, engine, world_size, std::move(stop_requested));
   if (!world.ok()) return world.status();
   engine.world = world->get();
   log.Info(absl::StrFormat("> joined a job of %d processes: %d stages x %d replicas (%s); %s",
@@ -404,7 +406,17 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
   options.batch.eod_mask_loss = a.eod_mask_loss;
   options.batch.reset_position_ids = a.reset_position_ids;
   options.batch.reset_attention_mask = a.reset_attention_mask;
-  return GptData::Open(options);
+  absl::StatusOr<std::unique_ptr<GptData>> data = GptData::Open(options);
+  if (data.ok() && !recorded->has_value()) {
+    // Open checked every token id against the vocabulary; nothing more can be checked.
+    log.Info(absl::StrFormat(
+        "> warning: %s has no tokenizer record (%s; Megatron's tools write none), so the "
+        "tokenizer cannot be checked against the data: every token id is below the %d of the "
+        "vocabulary (the largest is %d); make sure the data was tokenized with this tokenizer",
+        inputs.data_prefix, data::DatasetTokenizerPath(inputs.data_prefix), vocabulary.size,
+        (*data)->indexed().largest_token_id()));
+  }
+  return data;
 }
 
 GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt2Config& config,

@@ -92,16 +92,17 @@ absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const st
                                              const std::function<bool()>& stop_requested);
 
 // Joins the job of `world_size` processes started by //varuna:launch (or by hand with RANK,
-// WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(const TrainerArguments& a,
-                                                               const varuna::VarunaOptions& engine,
-                                                               int world_size);
+// WORLD_SIZE, MASTER_ADDR and MASTER_PORT). Once `stop_requested` (may be null) returns true,
+// joining, and creating the world's groups later, end with Cancelled.
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
+    const TrainerArguments& a, const varuna::VarunaOptions& engine, int world_size,
+    std::function<bool()> stop_requested);
 
 // JoinWorld for a training job: nothing for a single process; otherwise joins, points
 // engine->world at the world and logs the layout.
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
-                                                             varuna::VarunaOptions& engine,
-                                                             TrainingLog& log);
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(
+    const TrainerArguments& a, varuna::VarunaOptions& engine, TrainingLog& log,
+    std::function<bool()> stop_requested);
 
 // With --heartbeat-timeout-seconds and a job of several processes, this rank's heartbeat
 // (varuna/comm/heartbeat.h): a rank that stops answering is named on stderr and this process

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "varuna/checkpoint/files.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/checkpoint/writer.h"
 #include "varuna/pipeline/rng_state.h"
 #include "varuna/varuna.h"
@@ -320,7 +321,7 @@ absl::Status Varuna::ApplyState(const LoadedState& state) {
     SetGeneratorState(c10::Device(c10::kCPU), state.cpu_rng);
     if (state.cuda_rng.defined()) SetGeneratorState(options_.device, state.cuda_rng);
   } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat("the saved RNG state is invalid: ", e.what()));
+    return absl::DataLossError(absl::StrCat("the saved RNG state is invalid: ", comm::OneLineMessage(e)));
   }
   return absl::OkStatus();
 }

@@ -166,6 +166,25 @@ TEST(IndexedDatasetTest, RoundTripInt32) {
   ExpectRoundTrip(TokenDtype::kInt32, {{70000, 0, 2147483647}, {}, {5, 6}});
 }
 
+// The scan against the vocabulary notes the largest id, which tells a dataset made with a
+// smaller tokenizer from the one given; without the scan it is unknown.
+TEST(IndexedDatasetTest, TheVocabularyScanFindsTheLargestId) {
+  const std::string prefix = TempPrefix("largest");
+  auto builder = IndexedDatasetBuilder::Create(prefix, TokenDtype::kUInt16);
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  for (const std::vector<int32_t>& document :
+       std::vector<std::vector<int32_t>>{{3, 4095, 7}, {}, {4000, 12}}) {
+    ASSERT_TRUE((*builder)->AddDocument(document).ok());
+  }
+  ASSERT_TRUE((*builder)->Finish().ok());
+  auto scanned = IndexedDataset::Open(prefix, 8000);
+  ASSERT_TRUE(scanned.ok()) << scanned.status();
+  EXPECT_EQ((*scanned)->largest_token_id(), 4095);
+  auto unscanned = IndexedDataset::Open(prefix, 0);
+  ASSERT_TRUE(unscanned.ok()) << unscanned.status();
+  EXPECT_EQ((*unscanned)->largest_token_id(), -1);
+}
+
 TEST(IndexedDatasetTest, RoundTripOtherDtypes) {
   ExpectRoundTrip(TokenDtype::kUInt8, {{0, 255}, {7}});
   ExpectRoundTrip(TokenDtype::kInt8, {{0, 127}, {7}});

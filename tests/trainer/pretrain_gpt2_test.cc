@@ -3,6 +3,7 @@
 // stopped; bad inputs fail with messages that name them and leave no files behind.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -205,6 +206,24 @@ TEST_F(PretrainGpt2Test, StopWhilePreparingTheSampleDataExitsPromptly) {
   EXPECT_TRUE(fs::exists(folder + "/fortunes_spm.model"));  // finished before the stop
   EXPECT_FALSE(fs::exists(folder + "/fortunes_text_document.bin"));
   EXPECT_FALSE(fs::exists(folder + "/fortunes_text_document.idx"));
+}
+
+// Data without a tokenizer record (as Megatron's tools make it), trained with a larger
+// vocabulary than it was made with: every id is checked below the vocabulary, and the run says
+// once that nothing more could be checked, with the largest id it found.
+TEST_F(PretrainGpt2Test, DataWithoutATokenizerRecordIsCheckedAndSaidOnce) {
+  std::vector<std::string> flags = Plus(TinyModel(), {"--train-iters=1"});
+  std::replace(flags.begin(), flags.end(), std::string("--vocab-size=50"),
+               std::string("--vocab-size=8000"));
+  Result r = Run(flags, "no_record");
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  const std::string said =
+      "> warning: " + data_ + " has no tokenizer record (" + data_ +
+      ".tokenizer-record.json; Megatron's tools write none), so the tokenizer cannot be checked "
+      "against the data: every token id is below the 8000 of the vocabulary (the largest is 49)";
+  const size_t at = r.exit.output.find(said);
+  EXPECT_NE(at, std::string::npos) << Describe(r);
+  EXPECT_EQ(r.exit.output.find(said, at + 1), std::string::npos) << "said twice\n" << Describe(r);
 }
 
 // The launcher starting 2 stages x 2 replicas gives the losses of one process on the same

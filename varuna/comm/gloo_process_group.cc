@@ -14,10 +14,12 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,15 +31,19 @@
 #include "varuna/comm/exception_status.h"
 #include "varuna/comm/failure_latch.h"
 #include "varuna/comm/gloo_backend.h"
+#include "varuna/comm/store_wait.h"
 #include "varuna/comm/tensor_checks.h"
 
 namespace varuna::comm {
 namespace {
 
-// Gloo's rendezvous reads and writes keys through this adapter onto LibTorch's c10d store.
+// Gloo's rendezvous reads and writes keys through this adapter onto LibTorch's c10d store. Its
+// waits poll the store, so that a stop request ends them.
 class C10dStoreForGloo : public gloo::rendezvous::Store {
  public:
-  explicit C10dStoreForGloo(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  C10dStoreForGloo(c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout,
+                   std::function<bool()> stop_requested)
+      : store_(std::move(store)), timeout_(timeout), stop_requested_(std::move(stop_requested)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     store_->set(key, std::vector<uint8_t>(data.begin(), data.end()));
@@ -48,15 +54,26 @@ class C10dStoreForGloo : public gloo::rendezvous::Store {
     return std::vector<char>(value.begin(), value.end());
   }
 
-  void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
 
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
-    store_->wait(keys, timeout);
+    switch (WaitForStoreKeys(*store_, keys, std::chrono::steady_clock::now() + timeout,
+                             stop_requested_)) {
+      case StoreWait::kReady:
+        return;
+      case StoreWait::kStopped:
+        throw std::runtime_error("stop requested");
+      case StoreWait::kTimedOut:
+        throw std::runtime_error(
+            absl::StrCat("timeout after ", timeout.count(), " ms waiting for the other members"));
+    }
   }
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
+  const std::chrono::milliseconds timeout_;
+  const std::function<bool()> stop_requested_;
 };
 
 // c = a + b elementwise, the reduction gloo::allreduce applies.
@@ -108,39 +125,60 @@ class GroupState {
 
   const GroupSpec& spec() const { return spec_; }
   const std::shared_ptr<gloo::rendezvous::Context>& context() const { return context_; }
+
+  // Makes every operation in flight fail, here and at the peers; called by Break and, through
+  // the FailureReport, by another group of this rank that failed.
+  void CloseConnections() {
+    try {
+      context_->closeConnections();
+    } catch (const std::exception&) {
+      // Connections that are already broken cannot be closed cleanly; they are closed.
+    }
+  }
   absl::Status CheckUsable() const { return failure_.Check(spec_.name); }
 
+  // The world rank of the one peer a collective of this group talks to, or -1 when there are
+  // several.
+  int CollectivePeer() const { return spec_.size == 2 ? spec_.members[1 - spec_.rank] : -1; }
+
   // Runs `op` unless the group is broken; a gloo exception becomes a status and breaks it.
-  absl::Status Run(const std::string& what, const std::function<void()>& op) {
+  // `lost_peer`: the world rank `op` talks to, or -1 for several (see FailureReport).
+  absl::Status Run(const std::string& what, int lost_peer, const std::function<void()>& op) {
     if (absl::Status usable = CheckUsable(); !usable.ok()) return usable;
     try {
       op();
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      absl::Status status = StatusFromException(absl::StrCat(spec_.name, ": ", what), e);
-      Break(status);
-      return status;
+      return Break(StatusFromException(absl::StrCat(spec_.name, ": ", what), e), lost_peer);
     }
   }
 
  private:
-  // Closes every connection, then records the failure. Closing first means that once any
-  // thread sees the group broken, no data can arrive into a buffer it is about to free; and
-  // the peers see the closed connections at once instead of waiting out their timeout.
-  void Break(const absl::Status& status) {
-    std::call_once(closed_, [this] {
-      try {
-        context_->closeConnections();
-      } catch (const std::exception&) {
-        // Connections that are already broken cannot be closed cleanly; they are closed.
+  // Records the failure, closes every connection, then latches the failure with what the job's
+  // records say of it (FailureReport::Explain), and returns it so. Closing first means that
+  // once any thread sees the group broken, no data can arrive into a buffer it is about to
+  // free; and the peers see the closed connections at once instead of waiting out their
+  // timeout. Recording before closing means a peer that sees the connection close finds the
+  // record. A thread failing meanwhile waits here, and its failure gets the same explanation.
+  absl::Status Break(const absl::Status& status, int lost_peer) {
+    std::call_once(closed_, [&] {
+      if (spec_.failure_report) spec_.failure_report->Record(status, lost_peer);
+      CloseConnections();
+      if (spec_.failure_report) {
+        explanation_ = spec_.failure_report->Explain(status, lost_peer);
       }
+      failure_.Trip(
+          WithExplanation(status, explanation_));  // before any other thread leaves call_once
     });
-    failure_.Trip(status);
+    const absl::Status explained = WithExplanation(status, explanation_);
+    failure_.Trip(explained);  // does nothing: the first failure is latched
+    return explained;
   }
 
   const GroupSpec spec_;
   const std::shared_ptr<gloo::rendezvous::Context> context_;
   std::once_flag closed_;
+  std::string explanation_;  // written once, inside closed_'s call_once
   FailureLatch failure_;
 };
 
@@ -159,12 +197,13 @@ absl::Status CheckCpuTensor(const at::Tensor& tensor, const std::string& what) {
 class TransferWork final : public Work {
  public:
   TransferWork(std::shared_ptr<GroupState> state, at::Tensor tensor,
-               std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send,
+               std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send, int world_peer,
                std::string what)
       : state_(std::move(state)),
         tensor_(std::move(tensor)),
         buffer_(std::move(buffer)),
         is_send_(is_send),
+        world_peer_(world_peer),
         what_(std::move(what)) {}
 
   // Waiting here is what makes dropping an unwaited transfer safe; its result has no reader.
@@ -180,7 +219,7 @@ class TransferWork final : public Work {
     const auto timeout = state_->spec().timeout;
     bool completed = false;
     // A broken group has closed its connections, so nothing is in flight any more.
-    result_ = state_->Run(what_, [&] {
+    result_ = state_->Run(what_, world_peer_, [&] {
       completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
     });
     if (result_.ok() && !completed) {
@@ -193,6 +232,7 @@ class TransferWork final : public Work {
   at::Tensor tensor_;
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
   const bool is_send_;
+  const int world_peer_;
   const std::string what_;
   std::mutex mu_;
   bool waited_ = false;  // guarded by mu_
@@ -251,7 +291,7 @@ class GlooProcessGroup : public ProcessGroup {
     }
     async_.Drain();
     const uint32_t tag = next_tag_++;
-    return state_->Run(what, [&] {
+    return state_->Run(what, state_->CollectivePeer(), [&] {
       gloo::BroadcastOptions opts(state_->context());
       opts.setOutput(static_cast<uint8_t*>(tensor.data_ptr()), tensor.nbytes());
       opts.setRoot(root);
@@ -264,7 +304,7 @@ class GlooProcessGroup : public ProcessGroup {
   absl::Status Barrier() override {
     async_.Drain();
     const uint32_t tag = next_tag_++;
-    return state_->Run("barrier", [&] {
+    return state_->Run("barrier", state_->CollectivePeer(), [&] {
       gloo::BarrierOptions opts(state_->context());
       opts.setTag(tag);
       opts.setTimeout(spec().timeout);
@@ -277,7 +317,7 @@ class GlooProcessGroup : public ProcessGroup {
 
   static absl::Status RunAllReduce(GroupState& state, const at::Tensor& tensor,
                                    SetSumOutputFn set_output, uint32_t tag) {
-    return state.Run("all-reduce", [&] {
+    return state.Run("all-reduce", state.CollectivePeer(), [&] {
       gloo::AllreduceOptions opts(state.context());
       set_output(opts, tensor);
       opts.setTag(tag);
@@ -287,11 +327,14 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   std::unique_ptr<Work> StartTransfer(const at::Tensor& tensor, int peer, int tag, bool is_send) {
+    const bool member = peer >= 0 && peer < size() && peer != rank();
+    const int world_peer = member ? spec().members[peer] : -1;
     const std::string what =
-        absl::StrCat(is_send ? "send to rank " : "recv from rank ", peer, " (tag ", tag, ")");
+        absl::StrCat(is_send ? "send to" : "recv from", " rank ", peer, " (",
+                     member ? absl::StrCat("world rank ", world_peer, ", ") : "", "tag ", tag, ")");
     const std::string named = absl::StrCat(name(), ": ", what);
     absl::Status status = CheckCpuTensor(tensor, named);
-    if (status.ok() && (peer < 0 || peer >= size() || peer == rank())) {
+    if (status.ok() && !member) {
       status = absl::InvalidArgumentError(
           absl::StrCat(named, ": the peer is not another member (ranks 0..", size() - 1, ")"));
     }
@@ -305,7 +348,7 @@ class GlooProcessGroup : public ProcessGroup {
     // Collectives use slots whose top byte names the collective (1..8); point-to-point
     // transfers use the tag itself, whose top byte is 0, so the two never meet.
     const uint64_t slot = static_cast<uint32_t>(tag);
-    status = state_->Run(what, [&] {
+    status = state_->Run(what, world_peer, [&] {
       buffer = state_->context()->createUnboundBuffer(tensor.data_ptr(), tensor.nbytes());
       if (is_send) {
         buffer->send(peer, slot);
@@ -314,7 +357,8 @@ class GlooProcessGroup : public ProcessGroup {
       }
     });
     if (!status.ok()) return std::make_unique<CompletedWork>(std::move(status));
-    return std::make_unique<TransferWork>(state_, tensor, std::move(buffer), is_send, what);
+    return std::make_unique<TransferWork>(state_, tensor, std::move(buffer), is_send, world_peer,
+                                          what);
   }
 
   std::shared_ptr<GroupState> state_;
@@ -333,15 +377,23 @@ class GlooBackendImpl : public GlooBackend {
     auto context = std::make_shared<gloo::rendezvous::Context>(spec.rank, spec.size);
     context->setTimeout(spec.timeout);
     try {
-      C10dStoreForGloo store(spec.store);
+      C10dStoreForGloo store(spec.store, spec.timeout, spec.stop_requested);
       context->connectFullMesh(store, device_);
     } catch (const std::exception& e) {
-      return StatusFromException(
-          absl::StrCat(spec.name, ": connecting to the other ", spec.size - 1, " members (within ",
-                       spec.timeout.count(), " ms)"),
-          e);
+      const std::string what = absl::StrCat(spec.name, ": connecting to the other ", spec.size - 1,
+                                            " members (within ", spec.timeout.count(), " ms)");
+      if (spec.stop_requested && spec.stop_requested()) {
+        return absl::CancelledError(absl::StrCat(what, ": stop requested"));
+      }
+      return StatusFromException(what, e);
     }
-    return std::make_unique<GlooProcessGroup>(std::make_shared<GroupState>(spec, context));
+    auto state = std::make_shared<GroupState>(spec, context);
+    if (spec.failure_report) {
+      spec.failure_report->AddGroup([weak = std::weak_ptr<GroupState>(state)] {
+        if (std::shared_ptr<GroupState> group = weak.lock()) group->CloseConnections();
+      });
+    }
+    return std::make_unique<GlooProcessGroup>(std::move(state));
   }
 
  private:

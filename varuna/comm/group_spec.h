@@ -3,9 +3,13 @@
 #define VARUNA_COMM_GROUP_SPEC_H_
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
+
+#include "varuna/comm/failure_report.h"
 
 namespace varuna::comm {
 
@@ -22,6 +26,11 @@ struct GroupSpec {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   // For messages: "gloo group 2 [0,2,4] rank 1".
   std::string name;
+  // Where the group reports its first failure (see failure_report.h); null: nowhere.
+  std::shared_ptr<FailureReport> failure_report;
+  // While connecting, polled every ~100 ms: once it returns true the group gives up with
+  // Cancelled (a stop signal, say). Null: never.
+  std::function<bool()> stop_requested;
 };
 
 }  // namespace varuna::comm

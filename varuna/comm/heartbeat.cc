@@ -1,15 +1,12 @@
 #include "varuna/comm/heartbeat.h"
 
-#include <c10/util/Exception.h>
-
 #include <exception>
-#include <stdexcept>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "varuna/comm/exception_status.h"
+#include "varuna/comm/store_client.h"
 
 namespace varuna::comm {
 namespace {
@@ -30,22 +27,22 @@ absl::StatusOr<std::unique_ptr<Heartbeat>> Heartbeat::Start(const WorldOptions& 
         "heartbeat timeout %.3g s must exceed its interval %.3g s (and the interval be positive)",
         Seconds(options.timeout), Seconds(options.interval)));
   }
-  c10::intrusive_ptr<c10d::Store> store;
+  StoreClientOptions client;
+  client.host = world.master_addr;
+  client.port = world.master_port;
+  client.timeout = options.timeout;
+  client.who = absl::StrCat("rank ", world.rank, "'s heartbeat");
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = ConnectToStore(client);
+  if (!store.ok()) return store.status();
   try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<uint16_t>(world.master_port);
-    store_options.isServer = false;
-    store_options.waitWorkers = false;
-    store_options.timeout = options.timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, store_options);
-    store->set(Key(world.rank), "0");
+    (*store)->set(Key(world.rank), "0");
   } catch (const std::exception& e) {
     return StatusFromException(absl::StrCat("rank ", world.rank, ": starting the heartbeat at ",
                                             world.master_addr, ":", world.master_port),
                                e);
   }
-  return std::unique_ptr<Heartbeat>(
-      new Heartbeat(world.rank, world.world_size, options, std::move(store), std::move(on_silent)));
+  return std::unique_ptr<Heartbeat>(new Heartbeat(world.rank, world.world_size, options,
+                                                  *std::move(store), std::move(on_silent)));
 }
 
 Heartbeat::Heartbeat(int rank, int world_size, HeartbeatOptions options,
@@ -143,18 +140,13 @@ void Heartbeat::Probe() {
       store_->set(Key(rank_), absl::StrCat(beat));
       silent = Look(last, changed);
     } catch (const std::exception& e) {
-      // Classified on the message without LibTorch's backtrace, whose frames could name a
-      // "timeout" function for a closed connection.
-      const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-      const std::runtime_error plain(c10_error != nullptr ? c10_error->what_without_backtrace()
-                                                          : e.what());
-      if (!absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", plain))) {
+      if (!absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", e))) {
         // The store has gone: rank 0 exited, and the collectives report that themselves.
         std::lock_guard<std::mutex> lock(mu_);
         done_ = true;
         return;
       }
-      silent = StoreSilent(plain.what());
+      silent = StoreSilent(OneLineMessage(e));
     }
     if (!silent.ok()) {
       Report(silent);

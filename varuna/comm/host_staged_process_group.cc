@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "varuna/comm/collective_queue.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/comm/tensor_checks.h"
 
 namespace varuna::comm {
@@ -28,7 +29,7 @@ absl::Status RunOnDevice(const std::string& what, const std::function<void()>& o
     op();
     return absl::OkStatus();
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, " failed: ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat(what, " failed: ", OneLineMessage(e)));
   }
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/comm/failure_latch.h"
 #include "varuna/comm/tensor_checks.h"
 
@@ -86,11 +87,22 @@ struct NcclState {
       op();
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      absl::Status status =
-          absl::UnavailableError(absl::StrCat(spec.name, ": ", what, " failed: ", e.what()));
-      failure.Trip(status);
-      return status;
+      return Break(absl::UnavailableError(
+          absl::StrCat(spec.name, ": ", what, " failed: ", OneLineMessage(e))));
     }
+  }
+
+  // Latches the group's first failure, reported to the job's records (FailureReport) and
+  // explained by them, and returns `status` so explained.
+  absl::Status Break(const absl::Status& status) {
+    std::string explanation;
+    if (spec.failure_report) {
+      spec.failure_report->Record(status, /*lost_peer=*/-1);
+      explanation = spec.failure_report->Explain(status, /*lost_peer=*/-1);
+    }
+    const absl::Status explained = WithExplanation(status, explanation);
+    failure.Trip(explained);
+    return explained;
   }
 
   const GroupSpec spec;
@@ -134,7 +146,7 @@ class NcclWork : public Work {
         result_ = absl::DeadlineExceededError(absl::StrCat(state_->spec.name, ": ", what_,
                                                            " did not complete within ",
                                                            state_->spec.timeout.count(), " ms"));
-        state_->failure.Trip(result_);
+        result_ = state_->Break(result_);
       }
     }
     return result_;
@@ -310,7 +322,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> NewNcclProcessGroup(const GroupSpe
     return std::make_unique<NcclProcessGroup>(
         std::make_shared<NcclState>(spec, device, std::move(pg)));
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(spec.name, ": cannot create: ", e.what()));
+    return absl::UnavailableError(absl::StrCat(spec.name, ": cannot create: ", OneLineMessage(e)));
   }
 }
 

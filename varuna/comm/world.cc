@@ -1,12 +1,13 @@
 #include "varuna/comm/world.h"
 
 #include <arpa/inet.h>
-#include <c10/util/Exception.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <exception>
 #include <set>
 #include <string>
@@ -20,6 +21,9 @@
 #include "varuna/comm/exception_status.h"
 #include "varuna/comm/gloo_loader.h"
 #include "varuna/comm/group_spec.h"
+#include "varuna/comm/libtorch_log.h"
+#include "varuna/comm/store_client.h"
+#include "varuna/comm/store_wait.h"
 
 #ifdef VARUNA_WITH_CUDA
 #include "varuna/comm/nccl_process_group.h"
@@ -83,38 +87,56 @@ std::string StoreValue(c10d::Store& store, const std::string& key) {
   return std::string(v.begin(), v.end());
 }
 
-// The exception's message on one line, without LibTorch's C++ backtrace (a c10::Error's
-// what() appends 15 frames of it).
-std::string OneLineReason(const std::exception& e) {
-  const auto* error = dynamic_cast<const c10::Error*>(&e);
-  std::string reason = error != nullptr ? error->what_without_backtrace() : e.what();
-  const size_t newline = reason.find('\n');
-  if (newline != std::string::npos) reason.resize(newline);
-  return reason;
+// How long the rank that serves the store keeps serving after a failure, at most, so that
+// the others can read the failure records (FailureRecords::AwaitOtherRanks).
+constexpr auto kRecordsLinger = std::chrono::seconds(5);
+
+// Serves the store (rank 0, unless it is external) or connects to it (ConnectToStore).
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const WorldOptions& o) {
+  if (o.rank == 0 && !o.store_is_external) {
+    c10d::TCPStoreOptions server;
+    server.port = static_cast<uint16_t>(o.master_port);
+    server.isServer = true;
+    server.waitWorkers = false;
+    server.timeout = o.timeout;
+    try {
+      return c10::intrusive_ptr<c10d::Store>(
+          c10::make_intrusive<c10d::TCPStore>(o.master_addr, server));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "rank 0: cannot serve the rendezvous store at ", o.master_addr, ":", o.master_port, ": ",
+          OneLineMessage(e),
+          "; is the port in use (another job on this machine)? choose another MASTER_PORT (the "
+          "launcher's --master_port)"));
+    }
+  }
+  StoreClientOptions client;
+  client.host = o.master_addr;
+  client.port = o.master_port;
+  client.timeout = o.timeout;
+  client.stop_requested = o.stop_requested;
+  client.who = absl::StrCat("rank ", o.rank);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = ConnectToStore(client);
+  if (absl::IsUnavailable(store.status())) {
+    return absl::UnavailableError(absl::StrCat(
+        store.status().message(),
+        "; check MASTER_ADDR and MASTER_PORT (the launcher's --master_addr, --master_port), and "
+        "that rank 0 runs and serves the store there (its own output says why if it stopped)"));
+  }
+  return store;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<World>> World::Join(const WorldOptions& options) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
-  const bool serve = options.rank == 0 && !options.store_is_external;
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<uint16_t>(options.master_port);
-    store_options.isServer = serve;
-    store_options.waitWorkers = false;
-    store_options.timeout = options.timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", options.rank, ": cannot ", serve ? "serve" : "reach", " the rendezvous store at ",
-        options.master_addr, ":", options.master_port, ": ", OneLineReason(e),
-        serve ? "; is the port in use (another job on this machine)? choose another MASTER_PORT "
-                "(the launcher's --master_port)"
-              : "; check MASTER_ADDR/MASTER_PORT and that rank 0 is running"));
-  }
-  std::unique_ptr<World> world(new World(options, std::move(store)));
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, nullptr);
+  UseOneLineLibTorchLog();
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = ConnectStore(options);
+  if (!store.ok()) return store.status();
+  std::unique_ptr<World> world(new World(options, *std::move(store)));
   if (absl::Status s = world->WaitForAllRanks(); !s.ok()) return s;
 
   std::vector<int> all(options.world_size);
@@ -125,12 +147,45 @@ absl::StatusOr<std::unique_ptr<World>> World::Join(const WorldOptions& options) 
   return world;
 }
 
+World::World(WorldOptions options, c10::intrusive_ptr<c10d::Store> store)
+    : options_(std::move(options)),
+      store_(std::move(store)),
+      failures_(std::make_shared<FailureRecords>(store_, options_.rank, options_.world_size)) {}
+
+World::~World() {
+  world_group_.reset();
+  if (options_.rank == 0 && !options_.store_is_external) {
+    failures_->AwaitOtherRanks(
+        std::min<std::chrono::milliseconds>(kRecordsLinger, options_.timeout));
+  }
+}
+
+absl::Status World::WaitForKeys(c10d::Store& store, const std::vector<std::string>& keys,
+                                std::chrono::steady_clock::time_point deadline,
+                                const std::string& what) const {
+  switch (WaitForStoreKeys(store, keys, deadline, options_.stop_requested)) {
+    case StoreWait::kReady:
+      return absl::OkStatus();
+    case StoreWait::kStopped:
+      return absl::CancelledError(absl::StrCat(what, ": stop requested"));
+    case StoreWait::kTimedOut:
+      break;
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(what, ": not done within ", options_.timeout.count(), " ms"));
+}
+
 absl::Status World::WaitForAllRanks() {
   const int rank = options_.rank;
   const int size = options_.world_size;
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   try {
     // Rank 0's world size is the job's; a rank started with another one is misconfigured.
     if (rank == 0) store_->set("world/size", std::to_string(size));
+    const std::string waiting = absl::StrCat("rank ", rank, ": waiting for the other ranks");
+    if (absl::Status s = WaitForKeys(*store_, {"world/size"}, deadline, waiting); !s.ok()) {
+      return s;
+    }
     const std::string job_size = StoreValue(*store_, "world/size");
     if (job_size != std::to_string(size)) {
       return absl::FailedPreconditionError(
@@ -140,9 +195,8 @@ absl::Status World::WaitForAllRanks() {
     store_->set(absl::StrCat("world/joined/", rank), "1");
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat("world/joined/", r));
-    try {
-      store_->wait(keys, options_.timeout);
-    } catch (const std::exception&) {
+    absl::Status joined = WaitForKeys(*store_, keys, deadline, waiting);
+    if (absl::IsDeadlineExceeded(joined)) {
       std::vector<int> missing;
       for (int r = 0; r < size; ++r) {
         if (!store_->check({keys[r]})) missing.push_back(r);
@@ -151,11 +205,11 @@ absl::Status World::WaitForAllRanks() {
           absl::StrCat("rank ", rank, ": ranks [", absl::StrJoin(missing, ","), "] of ", size,
                        " did not join within ", options_.timeout.count(), " ms"));
     }
+    return joined;
   } catch (const std::exception& e) {
     return absl::UnavailableError(
-        absl::StrCat("rank ", rank, ": rendezvous through the store failed: ", OneLineReason(e)));
+        absl::StrCat("rank ", rank, ": rendezvous through the store failed: ", OneLineMessage(e)));
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> World::NewGroup(const std::vector<int>& ranks,
@@ -182,6 +236,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> World::NewGroup(const std::vector<
   spec.members = ranks;
   spec.timeout = options_.timeout;
   spec.name = absl::StrCat(BackendName(backend), " group ", id, " ", listed, " rank ", group_rank);
+  spec.failure_report = failures_;
+  spec.stop_requested = options_.stop_requested;
 
   // All members must mean the same group. Every rank, member or not, publishes the list it
   // was given, so a member given another list, or a rank that skipped a NewGroup call (and
@@ -189,17 +245,18 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> World::NewGroup(const std::vector<
   try {
     spec.store->set(absl::StrCat("members/", rank()), listed);
     if (group_rank < 0) return std::unique_ptr<ProcessGroup>();
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     for (int member : ranks) {
       if (member == rank()) continue;
-      std::string theirs;
-      try {
-        theirs = StoreValue(*spec.store, absl::StrCat("members/", member));
-      } catch (const std::exception& e) {
-        return StatusFromException(
-            absl::StrCat(spec.name, ": waiting for world rank ", member, " to create group ", id,
-                         " (every rank must create the same groups in the same order)"),
-            e);
+      const std::string key = absl::StrCat("members/", member);
+      if (absl::Status s = WaitForKeys(
+              *spec.store, {key}, deadline,
+              absl::StrCat(spec.name, ": waiting for world rank ", member, " to create group ", id,
+                           " (every rank must create the same groups in the same order)"));
+          !s.ok()) {
+        return s;
       }
+      const std::string theirs = StoreValue(*spec.store, key);
       if (theirs != listed) {
         return absl::FailedPreconditionError(
             absl::StrCat(spec.name, ": world rank ", rank(), " was given members ", listed,

@@ -2,18 +2,27 @@
 // TCP store), the Gloo backend, and the creation of process groups, so that all groups are
 // made in one place and in the same order on every rank.
 //
+// Failures. Every group reports its first failure to the job's records in the store
+// (failure_records.h), so that a lost connection is explained by the rank the job lost first.
+// Joining makes this process ignore SIGPIPE, as every PyTorch program does: a write to a peer
+// that has gone is then an error that names the peer, not a signal that ends the process
+// without a word. It also makes LibTorch's log one line per message (UseOneLineLibTorchLog):
+// its store client would log a C++ backtrace for every call to a store that has gone.
+//
 // Thread safety: NewGroup must be called from one thread; the groups it returns follow
 // ProcessGroup's contract. Groups may outlive the World.
 #ifndef VARUNA_COMM_WORLD_H_
 #define VARUNA_COMM_WORLD_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "varuna/comm/failure_records.h"
 #include "varuna/comm/gloo_backend.h"
 #include "varuna/comm/process_group.h"
 
@@ -38,17 +47,26 @@ struct WorldOptions {
   std::string gloo_address;
   // CUDA device of this rank's NCCL groups (usually the local rank).
   int cuda_device = 0;
+  // Polled about every 100 ms while connecting to the store, waiting for the other ranks and
+  // creating groups: once it returns true, Join and NewGroup return Cancelled (a SIGTERM
+  // during start-up, say). Null: never.
+  std::function<bool()> stop_requested;
 };
 
 class World {
  public:
   // Joins the job: connects to the store (rank 0 starts it unless store_is_external),
   // checks that all ranks agree on world_size, waits until all world_size ranks have
-  // joined, and creates the world group. Errors: InvalidArgument for bad options;
-  // DeadlineExceeded naming the ranks that did not join within options.timeout;
+  // joined, and creates the world group. A client tries to connect for up to a second at a
+  // time until options.timeout, saying nothing until it gives up. Errors: InvalidArgument for
+  // bad options; DeadlineExceeded naming the ranks that did not join within options.timeout;
   // FailedPrecondition if ranks disagree on the world size; Unavailable if the store cannot
-  // be reached or served.
+  // be reached or served; Cancelled once options.stop_requested returns true.
   static absl::StatusOr<std::unique_ptr<World>> Join(const WorldOptions& options);
+
+  // Closes the world group. The rank that serves the store, after a failure, first waits up
+  // to a few seconds for the other ranks to read the failure records (FailureRecords).
+  ~World();
 
   int rank() const { return options_.rank; }
   int size() const { return options_.world_size; }
@@ -64,18 +82,26 @@ class World {
   // rank of the world must call NewGroup with the same arguments in the same order, member
   // or not: members get their group, the others get nullptr. Returns InvalidArgument for an
   // empty list, a duplicate or an out-of-range rank, and FailedPrecondition if the members
-  // were given different lists.
+  // were given different lists, and Cancelled once options().stop_requested returns true.
   absl::StatusOr<std::unique_ptr<ProcessGroup>> NewGroup(const std::vector<int>& ranks,
                                                          Backend backend);
 
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
  private:
-  World(WorldOptions options, c10::intrusive_ptr<c10d::Store> store)
-      : options_(std::move(options)), store_(std::move(store)) {}
+  World(WorldOptions options, c10::intrusive_ptr<c10d::Store> store);
 
   absl::Status WaitForAllRanks();
+  // Waits until `store` holds every key, polling it: Cancelled on a stop request,
+  // DeadlineExceeded at `deadline`, naming `what` either way.
+  absl::Status WaitForKeys(c10d::Store& store, const std::vector<std::string>& keys,
+                           std::chrono::steady_clock::time_point deadline,
+                           const std::string& what) const;
 
   const WorldOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;
+  const std::shared_ptr<FailureRecords> failures_;
   std::unique_ptr<GlooBackend> gloo_;  // loaded by the first Gloo group
   std::unique_ptr<ProcessGroup> world_group_;
   int groups_created_ = 0;  // names each group's store prefix

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/kernels/multi_tensor.h"
 #include "varuna/optim/adam.h"
 #include "varuna/pipeline/rng_state.h"
@@ -323,7 +324,7 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
       break;
     } catch (const std::exception& e) {
       return absl::InternalError(
-          absl::StrCat("profiling segment ", k, " at micro-batch size ", b, " failed: ", e.what()));
+          absl::StrCat("profiling segment ", k, " at micro-batch size ", b, " failed: ", comm::OneLineMessage(e)));
     }
     profile.compute[static_cast<size_t>(k)][b] = m;
     ++done_pairs_;
@@ -349,7 +350,8 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
                         k, num_segments_));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(
-        "profiling the gradient pass and optimizer step of segment ", k, " failed: ", e.what()));
+        "profiling the gradient pass and optimizer step of segment ", k, " failed: ",
+        comm::OneLineMessage(e)));
   }
   stage.reset();
   ReleaseCachedMemory(options_.device);

@@ -74,6 +74,8 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     return absl::IsFailedPrecondition(group.status()) ? kGroupRefused : 1;
   }
   if (role == "member_lists_exclude_rank1") {
+    // Every rank is connected to the world group before any may end.
+    if (!(*world)->group().Barrier().ok()) return 1;
     // Ranks 0 and 2 create [0,1]; rank 1 creates [0,2], so by its own list it is no member
     // of this group. Rank 0 must fail at once, not wait for rank 1 until the timeout.
     const std::vector<int> ranks =
@@ -171,7 +173,33 @@ TEST(WorldTest, AClientReportsAnUnreachableStore) {
   o.timeout = std::chrono::seconds(2);  // nobody serves o.master_port
   const std::string error = JoinError(o);
   EXPECT_THAT(error, HasSubstr("rank 1: cannot reach the rendezvous store at 127.0.0.1:"));
-  EXPECT_THAT(error, HasSubstr("check MASTER_ADDR/MASTER_PORT and that rank 0 is running"));
+  EXPECT_THAT(error, HasSubstr("last: Connection refused"));
+  EXPECT_THAT(error, HasSubstr("check MASTER_ADDR and MASTER_PORT"));
+  EXPECT_THAT(error, HasSubstr("that rank 0 runs and serves the store there"));
+}
+
+// A stop request (the trainer's SIGTERM) ends Join within a fraction of a second, whether rank
+// 0 waits for the others or a client waits for rank 0's store.
+TEST(WorldTest, AStopRequestEndsJoinPromptly) {
+  for (int rank : {0, 1}) {
+    WorldOptions o = SingleProcess();
+    o.rank = rank;
+    o.world_size = 2;
+    o.timeout = std::chrono::minutes(10);
+    const auto start = std::chrono::steady_clock::now();
+    o.stop_requested = [start] {
+      return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500);
+    };
+    absl::StatusOr<std::unique_ptr<World>> world = World::Join(o);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(world.status().code(), absl::StatusCode::kCancelled) << world.status();
+    EXPECT_THAT(std::string(world.status().message()),
+                HasSubstr(rank == 0 ? "rank 0: waiting for the other ranks: stop requested"
+                                    : "rank 1: stop requested while connecting to the "
+                                      "rendezvous store at 127.0.0.1:"));
+    EXPECT_LT(seconds, 1.0) << "rank " << rank;
+  }
 }
 
 TEST(WorldTest, ASingleProcessWorldWorksAndRefusesBadGroups) {
