@@ -500,7 +500,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
     absl::StatusOr<varuna::TensorMap> batch = (*data)->TrainBatch(state.consumed_samples);
     if (!batch.ok()) return batch.status();
-    absl::StatusOr<varuna::StepResult> result = engine.step(*batch, stop_signal.requested());
+    absl::StatusOr<varuna::StepResult> result = engine.step(*batch, stop_requested);
     if (!result.ok()) return result.status();
     interval.Add(*result, SecondsSince(step_start));
     ++state.iteration;

@@ -331,9 +331,10 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
   return varuna::comm::World::Join(options);
 }
 
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(
-    const TrainerArguments& a, varuna::VarunaOptions& engine, TrainingLog& log,
-    std::function<bool()> stop_requested) {
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
+                                                             varuna::VarunaOptions& engine,
+                                                             TrainingLog& log,
+                                                             std::function<bool()> stop_requested) {
   const int world_size = engine.stage_map.world_size();
   if (world_size == 1) return nullptr;
   absl::StatusOr<std::unique_ptr<varuna::comm::World>> world =

@@ -100,9 +100,10 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
 
 // JoinWorld for a training job: nothing for a single process; otherwise joins, points
 // engine->world at the world and logs the layout.
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(
-    const TrainerArguments& a, varuna::VarunaOptions& engine, TrainingLog& log,
-    std::function<bool()> stop_requested);
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
+                                                             varuna::VarunaOptions& engine,
+                                                             TrainingLog& log,
+                                                             std::function<bool()> stop_requested);
 
 // With --heartbeat-timeout-seconds and a job of several processes, this rank's heartbeat
 // (varuna/comm/heartbeat.h): a rank that stops answering is named on stderr and this process

@@ -424,7 +424,8 @@ absl::Status Varuna::OnRankZero(const std::function<absl::Status()>& action) {
   return AgreeOnStatus(options_.rank == 0 ? action() : absl::OkStatus());
 }
 
-absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_requested) {
+absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs,
+                                        const std::function<bool()>& stop_requested) {
   if (!optimizer_) {
     return absl::FailedPreconditionError("Varuna::step called before set_optimizer");
   }
@@ -457,13 +458,14 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs, bool stop_reque
   // replica 0's), the loss (the last stages hold it, normalised over the global batch), stop
   // requests, and the ranks still moving a background checkpoint's files.
   const bool moving = pending_checkpoint_ && !checkpoint_writer_->Idle();
+  const bool stop = stop_requested && stop_requested();
   const at::Tensor nonfinite = at::logical_not(at::isfinite(*sum_of_squares)).to(options_.device);
   const at::Tensor squares = sum_of_squares->to(options_.device, at::kDouble);
   at::Tensor agreed =
       at::cat({nonfinite.to(at::kDouble),
                replica() == 0 ? squares.masked_fill(nonfinite, 0.0) : at::zeros_like(squares),
                loss->to(at::kDouble).reshape({1}),
-               HostValuesOn({stop_requested ? 1.0 : 0.0, moving ? 1.0 : 0.0}, options_.device)});
+               HostValuesOn({stop ? 1.0 : 0.0, moving ? 1.0 : 0.0}, options_.device)});
   if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;
   // The update's inputs, on the device: skipped when any rank overflowed; the gradients scaled
   // by the clipping coefficient min(1, clip / (norm + 1e-6)), in float64 as the host would.

@@ -178,10 +178,13 @@ class Varuna {
   // loss weights add a wait each.
   // InvalidArgument if the inputs are malformed (nothing changes then); FailedPrecondition
   // before set_optimizer.
-  // `stop_requested` (e.g. a signal reached this process) is agreed in the step's all-reduce:
-  // result.stop is true on every rank if any rank passed true. The same all-reduce completes a
-  // background checkpoint whose files have reached the save directory on every rank.
-  absl::StatusOr<StepResult> step(const TensorMap& inputs, bool stop_requested = false);
+  // `stop_requested` (e.g. whether a signal reached this process; may be null) is read once,
+  // after the backward, and agreed in the step's all-reduce: result.stop is true on every rank
+  // if it returned true on any. A stop asked for while the step computes thus ends the job
+  // after this step, not the next. The same all-reduce completes a background checkpoint whose
+  // files have reached the save directory on every rank.
+  absl::StatusOr<StepResult> step(const TensorMap& inputs,
+                                  const std::function<bool()>& stop_requested = nullptr);
 
   // The mean loss over `inputs` (any number of examples), without gradients or dropout.
   absl::StatusOr<double> evaluate(const TensorMap& inputs);

@@ -173,8 +173,8 @@ int RunWorker(const std::map<std::string, std::string>& args) {
       });
     }
     const bool stop = step == stop_step && rank == std::stoi(args.at("stop_rank"));
-    auto result =
-        v.step(ReplicaSlice(GlobalBatch(learnable ? step % 4 : step), v.replica(), D), stop);
+    auto result = v.step(ReplicaSlice(GlobalBatch(learnable ? step % 4 : step), v.replica(), D),
+                         [stop] { return stop; });
     if (hook) first_param.remove_hook(*hook);
     if (!result.ok()) {
       std::fprintf(stderr, "step: %s\n", std::string(result.status().message()).c_str());
@@ -518,7 +518,8 @@ TEST_F(PipelineParityTest, StopRequestOnOneRankReachesEveryRank) {
 #endif
 
 #ifndef VARUNA_PARITY_ON_CUDA  // CPU only: the engine's logic, not the device's
-// A rank killed in the middle of a step makes every other rank exit non-zero, quickly.
+// A rank killed in the middle of a step makes every other rank exit non-zero, quickly, with a
+// code of its own (no SIGPIPE) and a message that names the killed rank.
 TEST_F(PipelineParityTest, KilledRankStopsTheOthers) {
   Options o;
   o.die_step = 2;
@@ -533,6 +534,8 @@ TEST_F(PipelineParityTest, KilledRankStopsTheOthers) {
     EXPECT_TRUE(run.exits[rank].exited && run.exits[rank].code != 0)
         << testing::Describe(run.exits);
     EXPECT_FALSE(run.exits[rank].timed_out);
+    EXPECT_THAT(run.exits[rank].output, ::testing::HasSubstr("The job lost world rank 1 first"))
+        << testing::Describe(run.exits);
   }
   EXPECT_LT(seconds, 60);
 }

@@ -291,7 +291,27 @@ TEST_F(VarunaTest, StagedCheckpointCompletesDuringALaterStep) {
 TEST_F(VarunaTest, StopRequestIsReportedByTheStep) {
   auto engine = Make(4, 2);
   EXPECT_FALSE(engine->step(Batch(4, 0))->stop);
-  EXPECT_TRUE(engine->step(Batch(4, 1), /*stop_requested=*/true)->stop);
+  EXPECT_TRUE(engine->step(Batch(4, 1), [] { return true; })->stop);
+  EXPECT_FALSE(engine->step(Batch(4, 2), [] { return false; })->stop);
+}
+
+// A stop asked for while the step computes (here: during its backward) ends that step.
+TEST_F(VarunaTest, AStopAskedForDuringTheStepIsAgreedByThatStep) {
+  auto engine = Make(4, 2);
+  bool backward_ran = false;
+  at::Tensor embed = engine->model().named_parameters()["embed"];
+  const unsigned hook = embed.register_hook([&backward_ran](const at::Tensor& g) {
+    backward_ran = true;
+    return g;
+  });
+  int reads = 0;
+  const StepResult r = *engine->step(Batch(4, 0), [&] {
+    ++reads;
+    return backward_ran;
+  });
+  embed.remove_hook(hook);
+  EXPECT_TRUE(r.stop);
+  EXPECT_EQ(reads, 1);
 }
 
 // The loss scale continues from a dynamic fp16 checkpoint into a dynamic fp16 run, and only

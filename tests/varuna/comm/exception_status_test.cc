@@ -2,6 +2,8 @@
 // drops c10::Error's C++ backtrace and gloo's source location, StatusFromException classifies
 // on that line, and UseOneLineLibTorchLog prints LibTorch's warnings as one line each.
 
+#include "varuna/comm/exception_status.h"
+
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 #include <fcntl.h>
@@ -15,7 +17,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "varuna/comm/exception_status.h"
 #include "varuna/comm/libtorch_log.h"
 
 namespace varuna::comm {
@@ -46,9 +47,8 @@ TEST(ExceptionStatusTest, OneLineMessageDropsBacktracesAndSourceLocations) {
 }
 
 TEST(ExceptionStatusTest, StatusFromExceptionClassifiesTheOneLine) {
-  const absl::Status lost =
-      StatusFromException("gloo group 1 [0,1] rank 0: recv", std::runtime_error("Read error: "
-                                                                                 "Connection reset"));
+  const absl::Status lost = StatusFromException("gloo group 1 [0,1] rank 0: recv",
+                                                std::runtime_error("Read error: Connection reset"));
   EXPECT_EQ(lost, absl::UnavailableError(
                       "gloo group 1 [0,1] rank 0: recv failed: Read error: Connection reset"));
   EXPECT_TRUE(absl::IsDeadlineExceeded(

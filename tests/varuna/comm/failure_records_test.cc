@@ -76,8 +76,8 @@ TEST_F(FailureRecordsTest, OnlyALostConnectionIsExplained) {
   FailureRecords rank0 = Rank(0);
   EXPECT_EQ(rank0.Explain(absl::DeadlineExceededError("all-reduce timed out"), 1), "");
   EXPECT_TRUE(store_->check({"failure/0/explained"}));
-  EXPECT_EQ(WithExplanation(kLost, "Why"), absl::UnavailableError(std::string(kLost.message()) +
-                                                                  ". Why"));
+  EXPECT_EQ(WithExplanation(kLost, "Why"),
+            absl::UnavailableError(std::string(kLost.message()) + ". Why"));
   EXPECT_EQ(WithExplanation(kLost, ""), kLost);
 }
 
