@@ -53,7 +53,8 @@ absl::StatusOr<bool> DocumentReader::Next(std::string* text) {
   absl::StatusOr<bool> result = json_ ? NextJson(text) : NextText(text);
   if (result.ok() && !*result && in_.bad()) {
     return absl::DataLossError(absl::StrCat("error reading input file ", path_, " after line ",
-                                            line_number_, ": ", std::strerror(errno)));
+                                            line_number_, ": ", std::strerror(errno),
+                                            "; check --input"));
   }
   return result;
 }

@@ -131,7 +131,9 @@ absl::Status ValidateOptions(const PreprocessOptions& options) {
         "files, comma-separated");
   }
   if (options.output_prefix.empty()) {
-    return absl::InvalidArgumentError("no output prefix (--output-prefix is empty)");
+    return absl::InvalidArgumentError(
+        "no output prefix (--output-prefix is empty): e.g. --output-prefix=out/corpus writes "
+        "out/corpus_text_document.bin and .idx");
   }
   if (options.json_key.empty() || options.json_key.find_first_of(", ") != std::string::npos) {
     return absl::InvalidArgumentError(

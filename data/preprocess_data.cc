@@ -46,8 +46,10 @@ void Register(varuna::FlagParser& parser, std::string& input, data::PreprocessOp
   parser.Add("append-eod", &options.append_eod,
              "Append the tokenizer's end-of-document id after every document "
              "(--append-eod=false to turn off).");
-  parser.Add("workers", &options.workers, "Tokenizing threads; 0 means one per hardware thread.");
-  parser.Add("log-interval", &options.log_interval, "Print progress every this many documents.");
+  parser.Add("workers", &options.workers, "Tokenizing threads; 0 means one per hardware thread.",
+             "4");
+  parser.Add("log-interval", &options.log_interval, "Print progress every this many documents.",
+             "10000");
 }
 
 }  // namespace
@@ -63,8 +65,10 @@ int main(int argc, char** argv) {
     return *exit;
   }
   if (!positional.empty()) {
-    std::fprintf(stderr, "preprocess_data: unexpected argument '%s'; all inputs go in --input\n",
-                 positional[0].c_str());
+    std::fprintf(stderr,
+                 "preprocess_data: error: unexpected argument '%s': all inputs go in --input, "
+                 "comma-separated (e.g. --input=%s)\n",
+                 positional[0].c_str(), positional[0].c_str());
     return 2;
   }
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {

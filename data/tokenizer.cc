@@ -4,6 +4,7 @@
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,14 @@ std::string FormatDouble(double value) {
   return buffer;
 }
 
+// The number after " vs " in SentencePiece's "Vocabulary size is smaller than required_chars.
+// 270 vs 287." (the pieces the input needs), or -1.
+int RequiredPieces(const std::string& message) {
+  const size_t vs = message.find(" vs ", message.find("smaller than required_chars"));
+  if (vs == std::string::npos) return -1;
+  return std::atoi(message.c_str() + vs + 4);
+}
+
 }  // namespace
 
 struct Tokenizer::Model {
@@ -70,6 +79,12 @@ std::unique_ptr<Tokenizer> Tokenizer::Load(const std::string& model_file, std::s
   }
   if (!std::ifstream(model_file).good()) {
     *error = "tokenizer model " + model_file + " does not exist or cannot be read; " + kHowToMake;
+    return nullptr;
+  }
+  // A directory opens as a stream but SentencePiece's reader throws on it.
+  if (struct stat st; ::stat(model_file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    *error = "tokenizer model " + model_file +
+             " is a directory, not a .model file: pass the .model file in it, or " + kHowToMake;
     return nullptr;
   }
   auto model = std::make_unique<Model>();
@@ -130,19 +145,24 @@ std::string Tokenizer::IdToPiece(int id) const {
 std::string TrainSentencePiece(const TokenizerTrainOptions& options, SentenceSource* source) {
   if (options.model_prefix.empty()) return "no model prefix given (--model-prefix is empty)";
   if (options.model_type != "bpe" && options.model_type != "unigram") {
-    return "model type '" + options.model_type + "' is not supported: use bpe or unigram";
+    return "--model-type=" + options.model_type + " is not supported: use bpe or unigram";
   }
   if (options.vocab_size < 8) {
-    return "vocabulary size " + std::to_string(options.vocab_size) + " is too small";
+    return "--vocab-size=" + std::to_string(options.vocab_size) +
+           " is too small: a model needs at least 8 pieces, and with byte fallback (the default) "
+           "at least 262 (4 special, 256 byte and 2 text pieces)";
   }
+  // The input as the user named it, for messages.
   std::string input;
+  for (const std::string& file : options.input_files) {
+    input += (input.empty() ? "" : ",") + file;
+  }
   if (source == nullptr) {
     if (options.input_files.empty()) return "no input files given to train the tokenizer";
     for (const std::string& file : options.input_files) {
       if (!std::ifstream(file).good()) {
         return "training input " + file + " does not exist or cannot be read";
       }
-      input += (input.empty() ? "" : ",") + file;
     }
   }
   std::unordered_map<std::string, std::string> args = {
@@ -169,14 +189,25 @@ std::string TrainSentencePiece(const TokenizerTrainOptions& options, SentenceSou
   const sentencepiece::util::Status status =
       sentencepiece::SentencePieceTrainer::Train(args, iterator.get());
   if (!status.ok()) {
+    // The source's own message names the file and the line.
+    if (source != nullptr && !source->error().empty()) return source->error();
     std::string message =
         "SentencePiece training of " + options.model_prefix + ".model failed: " + status.ToString();
     if (status.ToString().find("sentences_.empty()") != std::string::npos) {
       return "the training input holds no text (no non-blank line in " +
-             (input.empty() ? std::string("the documents given") : input) +
+             (input.empty() ? std::string("the documents given") : "--input=" + input) +
              "): give files with text to train the tokenizer on";
     }
-    if (status.ToString().find("ocabulary size") != std::string::npos) {
+    if (const int required = RequiredPieces(status.ToString()); required > 0) {
+      message += " (--vocab-size=" + std::to_string(options.vocab_size) + " is below the " +
+                 std::to_string(required) +
+                 " pieces this input needs: the special and byte pieces and one per distinct "
+                 "character; pass --vocab-size=" +
+                 std::to_string(required) + " or more)";
+    } else if (status.code() == sentencepiece::util::StatusCode::kPermissionDenied) {
+      message += " (check that the directory of --model-prefix=" + options.model_prefix +
+                 " exists and is writable)";
+    } else if (status.ToString().find("ocabulary size") != std::string::npos) {
       message += " (the input has too few distinct pieces for --vocab-size=" +
                  std::to_string(options.vocab_size) + "; lower it or give more text)";
     }

@@ -35,6 +35,11 @@ constexpr char kUsage[] =
     "Trains a SentencePiece tokenizer.\nExample: train_tokenizer --input=corpus.jsonl "
     "--model-prefix=tok --vocab-size=8000";
 
+// The smallest --vocab-size that can train: with the default byte fallback a model holds the 4
+// special pieces, the 256 byte pieces and a piece per distinct character of the input, which
+// for the smallest input (one character) is 2: the character and the word start "▁".
+constexpr int kMinVocabSize = 262;
+
 // The flags that are not fields of data::TokenizerTrainOptions, with their defaults.
 struct ToolFlags {
   std::string input;  // comma-separated
@@ -51,12 +56,15 @@ void Register(varuna::FlagParser& parser, ToolFlags& tool, data::TokenizerTrainO
   parser.Add("model-prefix", &options.model_prefix,
              "Writes <model-prefix>.model and <model-prefix>.vocab.");
   parser.Add("vocab-size", &options.vocab_size,
-             "Pieces in the model, including 4 special and 256 byte pieces.");
+             "Pieces in the model, including 4 special and 256 byte pieces (at least " +
+                 std::to_string(kMinVocabSize) + ").",
+             "8000");
+  parser.SetMinimum("vocab-size", kMinVocabSize);
   parser.Add("model-type", &options.model_type, "bpe or unigram.");
-  parser.Add("threads", &tool.threads, "Training threads; 0 means one per hardware thread.");
+  parser.Add("threads", &tool.threads, "Training threads; 0 means one per hardware thread.", "4");
   parser.Add("json-keys", &tool.json_keys, "The JSON field that holds each document's text.");
   parser.Add("input-sentence-size", &options.input_sentence_size,
-             "Train on at most this many lines, sampled from the input (0: all).");
+             "Train on at most this many lines, sampled from the input (0: all).", "300000");
   parser.Add("verbose", &options.verbose, "Print SentencePiece's training log.");
 }
 
@@ -73,8 +81,10 @@ int main(int argc, char** argv) {
     return *exit;
   }
   if (!positional.empty()) {
-    std::fprintf(stderr, "train_tokenizer: unexpected argument '%s'; all inputs go in --input\n",
-                 positional[0].c_str());
+    std::fprintf(stderr,
+                 "train_tokenizer: error: unexpected argument '%s': all inputs go in --input, "
+                 "comma-separated (e.g. --input=%s)\n",
+                 positional[0].c_str(), positional[0].c_str());
     return 2;
   }
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
@@ -86,11 +96,15 @@ int main(int argc, char** argv) {
                             ? flags.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.input_files.empty()) {
-    std::fprintf(stderr, "train_tokenizer: error: no input files (--input is empty)\n");
+    std::fprintf(stderr,
+                 "train_tokenizer: error: no input files (--input is empty): give text or .jsonl "
+                 "files, comma-separated, e.g. --input=corpus.jsonl\n");
     return 1;
   }
   if (options.model_prefix.empty()) {
-    std::fprintf(stderr, "train_tokenizer: error: --model-prefix is required\n");
+    std::fprintf(stderr,
+                 "train_tokenizer: error: --model-prefix is required: e.g. --model-prefix=tok "
+                 "writes tok.model and tok.vocab\n");
     return 1;
   }
 

@@ -410,7 +410,8 @@ CheckpointInspection ReportSaveDir(const std::string& save_dir, const InspectOpt
 absl::StatusOr<InspectOptions> ParseInspectArgs(const std::vector<std::string>& args) {
   InspectOptions options;
   FlagParser parser;
-  parser.Add("iteration", &options.iteration, "the checkpoint to report (-1: the one --load uses)");
+  parser.Add("iteration", &options.iteration, "the checkpoint to report (-1: the one --load uses)",
+             "1000");
   parser.Add("tensors", &options.list_tensors, "list every tensor");
   std::vector<std::string> positional;
   if (absl::Status status = parser.Parse(args, &positional); !status.ok()) return status;
@@ -421,7 +422,9 @@ absl::StatusOr<InspectOptions> ParseInspectArgs(const std::vector<std::string>& 
   }
   if (parser.WasSet("iteration") && options.iteration < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--iteration=", options.iteration, " is not a non-negative integer"));
+        absl::StrCat("--iteration=", options.iteration,
+                     " is not a non-negative integer: pass the iteration of a saved checkpoint "
+                     "(e.g. --iteration=1000), or drop it to report the one --load resumes from"));
   }
   if (positional.size() != 1) {
     return absl::InvalidArgumentError(

@@ -258,8 +258,9 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
   HfExportOptions options;
   FlagParser parser;
   parser.Add("tokenizer-model", &options.tokenizer_model, "the SentencePiece model to copy");
-  parser.Add("iteration", &options.iteration, "the checkpoint to export (-1: the newest)");
-  parser.Add("vocab-size", &options.vocab_size, "the real vocabulary (0: from the checkpoint)");
+  parser.Add("iteration", &options.iteration, "the checkpoint to export (-1: the newest)", "1000");
+  parser.Add("vocab-size", &options.vocab_size, "the real vocabulary (0: from the checkpoint)",
+             "50257");
   std::vector<std::string> positional;
   if (absl::Status status = parser.Parse(args, &positional); !status.ok()) return status;
   options.flags_help = parser.Help();
@@ -269,14 +270,20 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
   }
   if (parser.WasSet("iteration") && options.iteration < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--iteration=", options.iteration, " is not a non-negative integer"));
+        absl::StrCat("--iteration=", options.iteration,
+                     " is not a non-negative integer: pass the iteration of a saved checkpoint "
+                     "(e.g. --iteration=1000), or drop it to export the newest"));
   }
   if (parser.WasSet("vocab-size") && options.vocab_size < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--vocab-size=", options.vocab_size, " is not a positive integer"));
+        absl::StrCat("--vocab-size=", options.vocab_size,
+                     " is not a positive integer: pass the tokenizer's real vocabulary size "
+                     "(e.g. --vocab-size=50257), or drop it to take it from the checkpoint"));
   }
   if (parser.WasSet("tokenizer-model") && options.tokenizer_model.empty()) {
-    return absl::InvalidArgumentError("--tokenizer-model needs a path");
+    return absl::InvalidArgumentError(
+        "--tokenizer-model needs a path: e.g. --tokenizer-model=tok.model, or drop it to use the "
+        "tokenizer the checkpoint records");
   }
   if (positional.size() != 2) {
     return absl::InvalidArgumentError(
@@ -290,7 +297,10 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
 
 absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options) {
   const std::string out = WithoutTrailingSlashes(options.output_dir);
-  if (out.empty()) return absl::InvalidArgumentError("the output directory OUT is empty");
+  if (out.empty()) {
+    return absl::InvalidArgumentError(
+        "the output directory OUT is empty: give a new directory to write, e.g. gpt2-hf");
+  }
   if (absl::Status s = CheckOutputDir(out); !s.ok()) return s;
   absl::StatusOr<CheckpointSource> found = FindCheckpoint(options);
   if (!found.ok()) return found.status();

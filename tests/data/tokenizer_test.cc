@@ -172,7 +172,7 @@ TEST(TokenizerErrorTest, BadTrainingOptionsAreNamed) {
 
   options.model_type = "word2vec";
   EXPECT_THAT(std::string(TrainTokenizer(options).message()),
-              HasSubstr("model type 'word2vec' is not supported"));
+              HasSubstr("--model-type=word2vec is not supported: use bpe or unigram"));
 
   const std::string corpus = TempPath("small_corpus.txt");
   std::ofstream(corpus) << "just a few words\n";

@@ -135,6 +135,7 @@ class GroupState {
       // Connections that are already broken cannot be closed cleanly; they are closed.
     }
   }
+
   absl::Status CheckUsable() const { return failure_.Check(spec_.name); }
 
   // The world rank of the one peer a collective of this group talks to, or -1 when there are
@@ -167,8 +168,8 @@ class GroupState {
       if (spec_.failure_report) {
         explanation_ = spec_.failure_report->Explain(status, lost_peer);
       }
-      failure_.Trip(
-          WithExplanation(status, explanation_));  // before any other thread leaves call_once
+      // Latched before any other thread leaves call_once.
+      failure_.Trip(WithExplanation(status, explanation_));
     });
     const absl::Status explained = WithExplanation(status, explanation_);
     failure_.Trip(explained);  // does nothing: the first failure is latched

@@ -83,8 +83,10 @@ absl::StatusOr<std::vector<std::string>> ParseMachineList(absl::string_view text
 absl::StatusOr<std::vector<std::string>> ReadMachineList(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFileToString(path);
   if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("cannot read the machine list: ", text.status().message()));
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("cannot read the machine list --machine_list=", path, ": ",
+                     text.status().message(), ": give a file of the machines, one host per line"));
   }
   return ParseMachineList(*text, path);
 }

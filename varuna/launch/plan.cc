@@ -228,7 +228,9 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
                                          "--profile_dir to choose them)"
                                        : "");
     }
-    if (value < 0) return invalid("--", name, "=", value, " must be at least 1");
+    if (value < 0) {
+      return invalid("--", name, "=", value, " must be at least 1: e.g. --", name, "=", example);
+    }
     return absl::OkStatus();
   };
   if (absl::Status s = required("nstages", options.nstages, "2"); !s.ok()) return s;
