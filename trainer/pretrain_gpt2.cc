@@ -393,6 +393,13 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // `tensorboard`: the TensorBoard log on rank 0 with --tensorboard-dir, else null.
 absl::Status Run(const TrainerArguments& a, const std::string& argv0,
                  const std::vector<std::string>& mode_lines, TensorBoardLog* tensorboard) {
+  // From its first moment a training run takes SIGUSR1/SIGTERM to mean "checkpoint and stop":
+  // each start-up phase that waits reads it, and every step (after its backward), so one that
+  // comes while the job starts is neither lost nor fatal. Profiling and --print-model-summary
+  // keep the signals' default actions.
+  std::optional<StopSignal> stop_signal;
+  if (!a.profiling && !a.print_model_summary) stop_signal.emplace();
+
   // 1. Everything that can be checked without touching a file is checked first.
   absl::StatusOr<Vocabulary> vocabulary = KnownVocabulary(a);
   if (!vocabulary.ok()) return vocabulary.status();
@@ -411,9 +418,6 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
     at::accelerator::setDeviceIndex(engine_options->device.index());
   }
   if (a.profiling) return ProfileMode(a, *config, *engine_options, mode_lines);
-  // From here on SIGUSR1/SIGTERM mean "checkpoint and stop" (read at the first step), so one
-  // that comes while the job is still starting up is not lost.
-  const StopSignal stop_signal;
   const absl::StatusOr<bool> has_checkpoint = CheckRun(a, *config, *engine_options);
   if (!has_checkpoint.ok()) return has_checkpoint.status();
 
@@ -422,16 +426,16 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       OpenTrainingLog(a, engine_options->rank == 0);
   if (!log_or.ok()) return log_or.status();
   TrainingLog& log = **log_or;
-  const auto stop_requested = [&stop_signal] { return stop_signal.requested(); };
+  const auto stop_requested = [&stop_signal] { return stop_signal->requested(); };
   absl::StatusOr<TrainingInputs> inputs =
       PrepareInputs(a, argv0, engine_options->rank == 0, log, stop_requested);
-  if (StoppedWhileStarting(inputs.status(), stop_signal, "preparing the data", log)) {
+  if (StoppedWhileStarting(inputs.status(), *stop_signal, "preparing the data", log)) {
     return absl::OkStatus();
   }
   if (!inputs.ok()) return inputs.status();
   absl::StatusOr<std::unique_ptr<varuna::comm::World>> world =
       JoinJob(a, *engine_options, log, stop_requested);
-  if (StoppedWhileStarting(world.status(), stop_signal, "joining the job", log)) {
+  if (StoppedWhileStarting(world.status(), *stop_signal, "joining the job", log)) {
     return absl::OkStatus();
   }
   if (!world.ok()) return world.status();
@@ -446,7 +450,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   for (const std::string& line : mode_lines) log.Info(line);
   absl::StatusOr<GptEngine> gpt =
       CreateGptEngine(TrainerEngineOptions(a, *config, *engine_options));
-  if (StoppedWhileStarting(gpt.status(), stop_signal, "creating the process groups", log)) {
+  if (StoppedWhileStarting(gpt.status(), *stop_signal, "creating the process groups", log)) {
     return absl::OkStatus();
   }
   if (!gpt.ok()) return gpt.status();
@@ -534,7 +538,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
       stopped = true;
       log.Info(absl::StrFormat(
           "stop requested (%s) at iteration %d: %s",
-          *stop_signal.signal_name() ? stop_signal.signal_name() : "a signal on another rank",
+          *stop_signal->signal_name() ? stop_signal->signal_name() : "a signal on another rank",
           state.iteration,
           a.save.empty() ? "exiting without a checkpoint (no --save)"
                          : "checkpointing and exiting"));

@@ -63,6 +63,18 @@ class JobFailuresTest : public testing::TrainerTest {
                   {"MASTER_ADDR", "127.0.0.1"},
                   {"MASTER_PORT", std::to_string(port)}});
   }
+
+  // SIGTERM to `job`, a rank still starting: it must end at once (within 2 s, where waiting
+  // for the store is unbounded), with 0 and no backtrace.
+  static Result StopPromptly(const Job& job) {
+    const auto signalled = Clock::now();
+    ::kill(job.process.pid, SIGTERM);
+    Result r = Finish(job);
+    EXPECT_LT(SecondsSince(signalled), 2.0) << Describe(r);
+    EXPECT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+    EXPECT_THAT(r.exit.output, Clean());
+    return r;
+  }
 };
 
 // A program on the port that accepts the connection and never answers held the ranks for the
@@ -71,13 +83,7 @@ TEST_F(JobFailuresTest, SigtermWhileConnectingToAProgramThatIsNoStoreEndsTheRank
   varuna::testing::SilentServer silent;
   Job job = StartRank(1, silent.port(), "connecting");
   ASSERT_TRUE(silent.AwaitClient(std::chrono::seconds(60))) << "rank 1 never connected";
-  const auto signalled = Clock::now();
-  ::kill(job.process.pid, SIGTERM);
-  Result r = Finish(job);
-  EXPECT_LT(SecondsSince(signalled), 2.0) << Describe(r);
-  ASSERT_TRUE(r.exit.exited) << Describe(r);
-  EXPECT_EQ(r.exit.code, 0) << Describe(r);
-  EXPECT_THAT(r.exit.output, Clean());
+  StopPromptly(job);
 }
 
 // Rank 0 serves the store and waits for rank 1, which never comes.
@@ -97,21 +103,16 @@ TEST_F(JobFailuresTest, SigtermWhileRank0WaitsForTheOthersEndsItAtOnce) {
     close(fd);
   }
   ASSERT_TRUE(serving) << "rank 0 never served the store";
-  const auto signalled = Clock::now();
-  ::kill(job.process.pid, SIGTERM);
-  Result r = Finish(job);
-  EXPECT_LT(SecondsSince(signalled), 2.0) << Describe(r);
-  ASSERT_TRUE(r.exit.exited) << Describe(r);
-  EXPECT_EQ(r.exit.code, 0) << Describe(r);
+  const Result r = StopPromptly(job);
   EXPECT_THAT(r.exit.output,
               HasSubstr("stop requested (SIGTERM) while joining the job: rank 0: waiting for the "
                         "other ranks: stop requested; exiting"));
-  EXPECT_THAT(r.exit.output, Clean());
 }
 
 // --master_port taken by another program: rank 0 cannot serve the store and says so; the
-// launcher's SIGTERM then ends the other three while they try to connect, long before its
-// grace period would have them killed.
+// launcher's SIGTERM then ends the other three while they start or try to connect, long before
+// its grace period would have them killed. (A rank still loading its libraries, before main,
+// ends by the signal itself.)
 TEST_F(JobFailuresTest, ABusyMasterPortEndsTheJobInSecondsWithOneLinePerRank) {
   varuna::testing::SilentServer busy;
   const auto start = Clock::now();
@@ -126,8 +127,9 @@ TEST_F(JobFailuresTest, ABusyMasterPortEndsTheJobInSecondsWithOneLinePerRank) {
                         "at 127.0.0.1:" +
                         std::to_string(busy.port())));
   for (int rank : {1, 2, 3}) {
-    EXPECT_THAT(r.exit.output,
-                HasSubstr("[launch] rank " + std::to_string(rank) + " exited with code 0"))
+    const std::string name = "[launch] rank " + std::to_string(rank);
+    EXPECT_THAT(r.exit.output, ::testing::AnyOf(HasSubstr(name + " exited with code 0"),
+                                                HasSubstr(name + " was killed by signal 15")))
         << Describe(r);
   }
   EXPECT_THAT(r.exit.output, Not(HasSubstr("sending SIGKILL"))) << Describe(r);
