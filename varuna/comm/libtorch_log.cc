@@ -31,7 +31,10 @@ class OneLineWarnings final : public c10::WarningHandler {
 void UseOneLineLibTorchLog() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (std::getenv("TORCH_CPP_LOG_LEVEL") != nullptr) return;
+    if (std::getenv("TORCH_CPP_LOG_LEVEL") != nullptr) {
+      c10::initLogging();  // LibTorch's own reading of it, as in a Python program
+      return;
+    }
     static OneLineWarnings* const handler = new OneLineWarnings();  // lives as long as LibTorch
     c10::WarningUtils::set_warning_handler(handler);
     FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, kError);

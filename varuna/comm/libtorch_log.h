@@ -14,8 +14,9 @@
 
 namespace varuna::comm {
 
-// For the rest of the process, unless the environment sets TORCH_CPP_LOG_LEVEL: LibTorch logs
-// errors only, and prints its TORCH_WARN warnings as one line each ("[W] LibTorch: ...").
+// For the rest of the process: LibTorch logs errors only, and prints its TORCH_WARN warnings as
+// one line each ("[W] LibTorch: ..."). Where the environment sets TORCH_CPP_LOG_LEVEL (INFO,
+// WARNING, ERROR or FATAL), LibTorch's own log at that level instead, as PyTorch gives it.
 // Idempotent.
 void UseOneLineLibTorchLog();
 
