@@ -454,6 +454,9 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
     return absl::OkStatus();
   }
   if (!gpt.ok()) return gpt.status();
+  // Declared after the engine, the heartbeat stops first on every way out of Run: the groups
+  // this rank then tears down, and rank 0 leaving with its store, are no failure of the job.
+  const std::unique_ptr<varuna::comm::Heartbeat> watching = *std::move(heartbeat);
   log.Info(absl::StrCat("> attention: ", gpt->attention.reason));
   if (a.cross_entropy_loss_fusion) {
     log.Info(

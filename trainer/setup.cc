@@ -359,7 +359,7 @@ absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> StartHeartbeat(
     std::fprintf(stderr, "pretrain_gpt2: error: %s\n", std::string(s.message()).c_str());
     std::fflush(stderr);
     std::fflush(stdout);
-    // This rank is blocked in a collective that the silent rank holds up.
+    // This rank is blocked in an operation that cannot complete.
     std::_Exit(1);
   });
 }

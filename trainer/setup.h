@@ -106,9 +106,10 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArgume
                                                              std::function<bool()> stop_requested);
 
 // With --heartbeat-timeout-seconds and a job of several processes, this rank's heartbeat
-// (varuna/comm/heartbeat.h): a rank that stops answering is named on stderr and this process
-// exits 1 at once (it cannot return from the collective the silent rank holds up). Null for a
-// single process or with the heartbeat off.
+// (varuna/comm/heartbeat.h): when the job cannot go on (a rank stopped answering, another rank
+// failed while this one waits in a transfer that cannot complete, or rank 0 and its store are
+// gone) it says why on stderr and this process exits 1 at once (it cannot return from the
+// operation it waits in). Null for a single process or with the heartbeat off.
 absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> StartHeartbeat(
     const TrainerArguments& a, const varuna::comm::World* world);
 

@@ -18,7 +18,6 @@ constexpr auto kLookAgain = std::chrono::seconds(1);
 constexpr char kCount[] = "failure/count";
 
 std::string Key(int rank) { return absl::StrCat("failure/", rank); }
-std::string ExplainedKey(int rank) { return absl::StrCat("failure/", rank, "/explained"); }
 
 }  // namespace
 
@@ -105,54 +104,34 @@ std::string FailureRecords::ExplainFrom(const Records& records, int lost_peer, b
 }
 
 std::string FailureRecords::Explain(const absl::Status& failure, int lost_peer) {
-  std::string text;
-  if (absl::IsUnavailable(failure)) {
-    try {
-      const auto deadline = std::chrono::steady_clock::now() + kLookAgain;
-      Records records;
-      int64_t counted = -1;
-      while (true) {
-        const bool final_look = std::chrono::steady_clock::now() >= deadline;
-        // Records are read again only when their count has changed.
-        if (const int64_t count = store_->add(kCount, 0); count != counted) {
-          counted = count;
-          ReadRecords(records);
-        }
-        text = ExplainFrom(records, lost_peer, final_look);
-        if (!text.empty() || final_look) break;
-        std::this_thread::sleep_for(kPoll);
-      }
-    } catch (const std::exception&) {
-      return "The rendezvous store does not answer either: world rank 0, which serves it, has "
-             "ended (its own output says why)";
-    }
-  }
+  if (!absl::IsUnavailable(failure)) return "";
   try {
-    store_->set(ExplainedKey(rank_), "1");
+    const auto deadline = std::chrono::steady_clock::now() + kLookAgain;
+    Records records;
+    int64_t counted = -1;
+    while (true) {
+      const bool final_look = std::chrono::steady_clock::now() >= deadline;
+      // Records are read again only when their count has changed.
+      if (const int64_t count = store_->add(kCount, 0); count != counted) {
+        counted = count;
+        ReadRecords(records);
+      }
+      std::string text = ExplainFrom(records, lost_peer, final_look);
+      if (!text.empty() || final_look) return text;
+      std::this_thread::sleep_for(kPoll);
+    }
   } catch (const std::exception&) {
-    // The store is gone: nobody waits for this mark any more.
+    return kStoreGone;
   }
-  return text;
 }
 
-void FailureRecords::AwaitOtherRanks(std::chrono::milliseconds limit) {
-  std::set<int> lost;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!recorded_) return;
-    lost = lost_;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  try {
-    for (int r = 0; r < world_size_; ++r) {
-      if (r == rank_ || lost.count(r) > 0) continue;
-      while (!store_->check({ExplainedKey(r)}) && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(kPoll);
-      }
-    }
-  } catch (const std::exception&) {
-    // This rank serves the store, so it answers; nothing to wait for if it does not.
-  }
+bool FailureRecords::FailedElsewhere() { return store_->add(kCount, 0) > 0 && !HasRecord(rank_); }
+
+bool FailureRecords::HasRecord(int r) { return store_->check({Key(r)}); }
+
+std::set<int> FailureRecords::lost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_;
 }
 
 }  // namespace varuna::comm

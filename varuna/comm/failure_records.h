@@ -1,7 +1,7 @@
 // FailureRecords: the job's FailureReport (failure_report.h), kept in the rendezvous store.
 //
 // Rank r's first failure is written under "failure/<r>" as "<lost peer>\n<message>", and counted
-// in "failure/count"; once r has explained its failure it writes "failure/<r>/explained".
+// in "failure/count".
 //
 // How a rank explains a lost connection: a rank with a record failed after losing the peer its
 // record names, so the records form chains; the first rank of a chain without a record ended
@@ -11,8 +11,8 @@
 // fails within milliseconds of its peers, since each closes its connections as it fails, so
 // Explain looks again for up to a second before it names the ranks without a record).
 //
-// The store lives in rank 0. So that the others can read the records after rank 0 failed, the
-// rank that serves the store calls AwaitOtherRanks before it stops serving.
+// The store lives in rank 0: World keeps serving it, after a failure, until the others have
+// left or were found lost (lost()).
 //
 // Thread safety: every method may be called from any thread.
 #ifndef VARUNA_COMM_FAILURE_RECORDS_H_
@@ -41,10 +41,15 @@ class FailureRecords final : public FailureReport {
   void Record(const absl::Status& failure, int lost_peer) override;
   std::string Explain(const absl::Status& failure, int lost_peer) override;
 
-  // For the rank that serves the store, before it stops serving: if this rank recorded a
-  // failure, waits until every other rank has explained its own failure or was found to have
-  // ended without a record, for at most `limit`. Returns at once otherwise.
-  void AwaitOtherRanks(std::chrono::milliseconds limit);
+  // Whether some rank has recorded a failure and this one has not: the job has failed
+  // elsewhere. Throws as the store does (when it is gone).
+  bool FailedElsewhere();
+
+  // Whether rank `r` has recorded a failure. Throws as the store does.
+  bool HasRecord(int r);
+
+  // The ranks Explain found to have ended without a record.
+  std::set<int> lost() const;
 
  private:
   // The lost peer of every rank that has a record, as far as read; records never change.
@@ -59,11 +64,16 @@ class FailureRecords final : public FailureReport {
   const c10::intrusive_ptr<c10d::Store> store_;
   const int rank_;
   const int world_size_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool recorded_ = false;                            // guarded by mu_
   std::vector<std::function<void()>> close_groups_;  // guarded by mu_
   std::set<int> lost_;  // ranks found to have ended without a record; guarded by mu_
 };
+
+// What a rank says of the store when it does not answer: the rank that serves it has ended.
+inline constexpr char kStoreGone[] =
+    "The rendezvous store does not answer: world rank 0, which serves it, has ended (its own "
+    "output says why)";
 
 }  // namespace varuna::comm
 

@@ -21,7 +21,7 @@ double Seconds(std::chrono::milliseconds duration) { return duration.count() / 1
 
 absl::StatusOr<std::unique_ptr<Heartbeat>> Heartbeat::Start(const WorldOptions& world,
                                                             const HeartbeatOptions& options,
-                                                            OnSilent on_silent) {
+                                                            OnFailure on_failure) {
   if (options.interval.count() <= 0 || options.timeout <= options.interval) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "heartbeat timeout %.3g s must exceed its interval %.3g s (and the interval be positive)",
@@ -41,17 +41,24 @@ absl::StatusOr<std::unique_ptr<Heartbeat>> Heartbeat::Start(const WorldOptions& 
                                             world.master_addr, ":", world.master_port),
                                e);
   }
-  return std::unique_ptr<Heartbeat>(new Heartbeat(world.rank, world.world_size, options,
-                                                  *std::move(store), std::move(on_silent)));
+  absl::StatusOr<std::unique_ptr<PeerLiveness>> liveness =
+      PeerLiveness::Start(**store, world.rank, world.world_size, ReachableAddress(world));
+  if (!liveness.ok()) return liveness.status();
+  return std::unique_ptr<Heartbeat>(new Heartbeat(world, options, *std::move(store),
+                                                  *std::move(liveness), std::move(on_failure)));
 }
 
-Heartbeat::Heartbeat(int rank, int world_size, HeartbeatOptions options,
-                     c10::intrusive_ptr<c10d::Store> store, OnSilent on_silent)
-    : rank_(rank),
-      world_size_(world_size),
+Heartbeat::Heartbeat(WorldOptions world, HeartbeatOptions options,
+                     c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<PeerLiveness> liveness,
+                     OnFailure on_failure)
+    : world_(std::move(world)),
+      rank_(world_.rank),
+      world_size_(world_.world_size),
       options_(options),
       store_(std::move(store)),
-      on_silent_(std::move(on_silent)),
+      records_(store_, rank_, world_size_),
+      liveness_(std::move(liveness)),
+      on_failure_(std::move(on_failure)),
       answered_(std::chrono::steady_clock::now()) {
   prober_ = std::thread([this] { Probe(); });
   watcher_ = std::thread([this] { Watch(); });
@@ -81,7 +88,8 @@ Heartbeat::~Heartbeat() {
 }
 
 absl::Status Heartbeat::Look(std::vector<std::string>& last,
-                             std::vector<std::chrono::steady_clock::time_point>& changed) {
+                             std::vector<std::chrono::steady_clock::time_point>& changed,
+                             int& lost_peer) {
   const auto now = std::chrono::steady_clock::now();
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_ || last[r] == kDone) continue;
@@ -96,6 +104,7 @@ absl::Status Heartbeat::Look(std::vector<std::string>& last,
       }
     }
     if (now - changed[r] > options_.timeout) {
+      lost_peer = r;
       return absl::DeadlineExceededError(absl::StrFormat(
           "rank %d stopped answering: its heartbeat has not changed for %.3g s (rank %d "
           "watching; the process is stopped, frozen or its machine is unreachable). The job "
@@ -107,12 +116,55 @@ absl::Status Heartbeat::Look(std::vector<std::string>& last,
   return absl::OkStatus();
 }
 
+absl::Status Heartbeat::LookForEndedRanks(int& lost_peer) {
+  for (int r : liveness_->Look(*store_)) {
+    // A rank that finished wrote "done", and one that failed its record, before its process
+    // ended; the records tell of the latter (LookForFailures).
+    if (store_->check({Key(r)})) {
+      const std::vector<uint8_t> beat = store_->get(Key(r));
+      if (std::string(beat.begin(), beat.end()) == kDone) continue;
+    }
+    if (records_.HasRecord(r)) continue;
+    lost_peer = r;
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank_, " cannot go on. ",
+                     records_.Explain(absl::UnavailableError("lost"), /*lost_peer=*/r),
+                     ". Restart the job, from its last checkpoint with --load"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Heartbeat::LookForFailures(
+    std::optional<std::chrono::steady_clock::time_point>& since) {
+  if (!records_.FailedElsewhere()) return absl::OkStatus();
+  const auto now = std::chrono::steady_clock::now();
+  if (!since) since = now;
+  if (now - *since < options_.interval) return absl::OkStatus();
+  // Another rank's failure closed its connections an interval ago: this rank's operations with
+  // it have failed by now, unless one was a transfer already under way, which Gloo fails only
+  // at the distributed timeout.
+  return absl::UnavailableError(absl::StrCat(
+      "rank ", rank_,
+      " cannot go on: another rank has failed, and this one still waits in an operation that "
+      "cannot complete. ",
+      records_.Explain(absl::UnavailableError("lost"), /*lost_peer=*/-1),
+      ". Restart the job, from its last checkpoint with --load"));
+}
+
 absl::Status Heartbeat::StoreSilent(const std::string& detail) const {
   return absl::DeadlineExceededError(absl::StrFormat(
       "rank 0 stopped answering: the rendezvous store it serves did not answer rank %d's "
       "heartbeat within %.3g s%s. The job cannot go on without it: restart it, from its last "
       "checkpoint with --load",
       rank_, Seconds(options_.timeout), detail.empty() ? "" : absl::StrCat(" (", detail, ")")));
+}
+
+void Heartbeat::Leave(const absl::Status& failure, int lost_peer) {
+  records_.Record(failure, lost_peer);
+  MarkLeft(*store_, rank_);
+  if (rank_ == 0 && !world_.store_is_external) {
+    AwaitOthersLeaving(*store_, world_, records_.lost());
+  }
 }
 
 void Heartbeat::Report(const absl::Status& status) {
@@ -123,33 +175,36 @@ void Heartbeat::Report(const absl::Status& status) {
     done_ = true;
   }
   wake_.notify_all();
-  on_silent_(status);
+  on_failure_(status);
 }
 
 void Heartbeat::Probe() {
   std::vector<std::string> last(world_size_);
   std::vector<std::chrono::steady_clock::time_point> changed(world_size_,
                                                              std::chrono::steady_clock::now());
+  std::optional<std::chrono::steady_clock::time_point> failed_elsewhere;
   for (int64_t beat = 1;; ++beat) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (wake_.wait_for(lock, options_.interval, [this] { return stopping_ || done_; })) return;
     }
-    absl::Status silent;
+    absl::Status failure;
     try {
       store_->set(Key(rank_), absl::StrCat(beat));
-      silent = Look(last, changed);
+      int lost_peer = -1;
+      failure = Look(last, changed, lost_peer);
+      if (failure.ok()) failure = LookForEndedRanks(lost_peer);
+      if (failure.ok()) failure = LookForFailures(failed_elsewhere);
+      if (!failure.ok()) Leave(failure, lost_peer);
     } catch (const std::exception& e) {
-      if (!absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", e))) {
-        // The store has gone: rank 0 exited, and the collectives report that themselves.
-        std::lock_guard<std::mutex> lock(mu_);
-        done_ = true;
-        return;
-      }
-      silent = StoreSilent(OneLineMessage(e));
+      failure = absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", e))
+                    ? StoreSilent(OneLineMessage(e))
+                    : absl::UnavailableError(
+                          absl::StrCat("rank ", rank_, " cannot go on. ", kStoreGone,
+                                       ". Restart the job, from its last checkpoint with --load"));
     }
-    if (!silent.ok()) {
-      Report(silent);
+    if (!failure.ok()) {
+      Report(failure);
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);

@@ -55,41 +55,16 @@ absl::Status ValidateOptions(const WorldOptions& o) {
   return absl::OkStatus();
 }
 
-// The address of this host that other ranks reach: the local end of a route to the master
-// (a UDP "connection" sends nothing). A host name is no substitute: on Debian it usually
-// resolves to 127.0.1.1, where no other host can connect.
-std::string GlooAddress(const WorldOptions& o) {
-  if (!o.gloo_address.empty()) return o.gloo_address;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* master = nullptr;
-  std::string address = "127.0.0.1";
-  if (getaddrinfo(o.master_addr.c_str(), std::to_string(o.master_port).c_str(), &hints, &master) ==
-      0) {
-    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in local{};
-    socklen_t len = sizeof(local);
-    char text[INET_ADDRSTRLEN] = {};
-    if (fd >= 0 && connect(fd, master->ai_addr, master->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr) {
-      address = text;
-    }
-    if (fd >= 0) close(fd);
-    freeaddrinfo(master);
-  }
-  return address;
-}
-
 std::string StoreValue(c10d::Store& store, const std::string& key) {
   const std::vector<uint8_t> v = store.get(key);
   return std::string(v.begin(), v.end());
 }
 
-// How long the rank that serves the store keeps serving after a failure, at most, so that
-// the others can read the failure records (FailureRecords::AwaitOtherRanks).
-constexpr auto kRecordsLinger = std::chrono::seconds(5);
+// How long the rank that serves the store waits, at most, for the others to leave the job.
+constexpr auto kLeaveWait = std::chrono::seconds(5);
+
+std::string JoinedKey(int rank) { return absl::StrCat("world/joined/", rank); }
+std::string LeftKey(int rank) { return absl::StrCat("world/left/", rank); }
 
 // Serves the store (rank 0, unless it is external) or connects to it (ConnectToStore).
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const WorldOptions& o) {
@@ -128,6 +103,54 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const WorldOptions&
 
 }  // namespace
 
+// The local end of a route to the master (a UDP "connection" sends nothing). A host name is no
+// substitute: on Debian it usually resolves to 127.0.1.1, where no other host can connect.
+std::string ReachableAddress(const WorldOptions& o) {
+  if (!o.gloo_address.empty()) return o.gloo_address;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* master = nullptr;
+  std::string address = "127.0.0.1";
+  if (getaddrinfo(o.master_addr.c_str(), std::to_string(o.master_port).c_str(), &hints, &master) ==
+      0) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    char text[INET_ADDRSTRLEN] = {};
+    if (fd >= 0 && connect(fd, master->ai_addr, master->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr) {
+      address = text;
+    }
+    if (fd >= 0) close(fd);
+    freeaddrinfo(master);
+  }
+  return address;
+}
+
+void MarkLeft(c10d::Store& store, int rank) {
+  try {
+    store.set(LeftKey(rank), "1");
+  } catch (const std::exception&) {
+    // The store is gone: nobody waits for the mark any more.
+  }
+}
+
+void AwaitOthersLeaving(c10d::Store& store, const WorldOptions& options,
+                        const std::set<int>& lost) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::min<std::chrono::milliseconds>(kLeaveWait, options.timeout);
+  try {
+    for (int r = 0; r < options.world_size; ++r) {
+      if (r == options.rank || lost.count(r) > 0 || !store.check({JoinedKey(r)})) continue;
+      if (WaitForStoreKeys(store, {LeftKey(r)}, deadline, nullptr) != StoreWait::kReady) return;
+    }
+  } catch (const std::exception&) {
+    // The store is gone: nobody can read it any more.
+  }
+}
+
 absl::StatusOr<std::unique_ptr<World>> World::Join(const WorldOptions& options) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   struct sigaction ignore = {};
@@ -154,9 +177,9 @@ World::World(WorldOptions options, c10::intrusive_ptr<c10d::Store> store)
 
 World::~World() {
   world_group_.reset();
-  if (options_.rank == 0 && !options_.store_is_external) {
-    failures_->AwaitOtherRanks(
-        std::min<std::chrono::milliseconds>(kRecordsLinger, options_.timeout));
+  MarkLeft(*store_, rank());
+  if (rank() == 0 && !options_.store_is_external) {
+    AwaitOthersLeaving(*store_, options_, failures_->lost());
   }
 }
 
@@ -192,9 +215,9 @@ absl::Status World::WaitForAllRanks() {
           absl::StrCat("rank ", rank, " was started with world size ", size, " but rank 0 with ",
                        job_size, "; start every rank with the same size"));
     }
-    store_->set(absl::StrCat("world/joined/", rank), "1");
+    store_->set(JoinedKey(rank), "1");
     std::vector<std::string> keys;
-    for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat("world/joined/", r));
+    for (int r = 0; r < size; ++r) keys.push_back(JoinedKey(r));
     absl::Status joined = WaitForKeys(*store_, keys, deadline, waiting);
     if (absl::IsDeadlineExceeded(joined)) {
       std::vector<int> missing;
@@ -270,7 +293,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> World::NewGroup(const std::vector<
 
   if (backend == Backend::kGloo) {
     if (gloo_ == nullptr) {
-      absl::StatusOr<std::unique_ptr<GlooBackend>> loaded = LoadGlooBackend(GlooAddress(options_));
+      absl::StatusOr<std::unique_ptr<GlooBackend>> loaded =
+          LoadGlooBackend(ReachableAddress(options_));
       if (!loaded.ok()) return loaded.status();
       gloo_ = *std::move(loaded);
     }

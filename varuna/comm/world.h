@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
@@ -53,6 +54,20 @@ struct WorldOptions {
   std::function<bool()> stop_requested;
 };
 
+// Marks `rank` as having left the job (best effort): World's destructor does, and the heartbeat
+// before it ends the process.
+void MarkLeft(c10d::Store& store, int rank);
+
+// For the rank that serves the store, before it stops serving: waits until every other rank
+// that joined has left the job, except the `lost` ones, for at most 5 s (or options.timeout
+// if shorter). Until then they may still read the store.
+void AwaitOthersLeaving(c10d::Store& store, const WorldOptions& options, const std::set<int>& lost);
+
+// The address of this host that the other ranks of the job reach it at: options.gloo_address
+// when set, else the local address of the route to options.master_addr (127.0.0.1 when the
+// master is on this host).
+std::string ReachableAddress(const WorldOptions& options);
+
 class World {
  public:
   // Joins the job: connects to the store (rank 0 starts it unless store_is_external),
@@ -64,8 +79,9 @@ class World {
   // be reached or served; Cancelled once options.stop_requested returns true.
   static absl::StatusOr<std::unique_ptr<World>> Join(const WorldOptions& options);
 
-  // Closes the world group. The rank that serves the store, after a failure, first waits up
-  // to a few seconds for the other ranks to read the failure records (FailureRecords).
+  // Closes the world group and leaves the job. The rank that serves the store then keeps it
+  // until every other rank that joined has left (or was found lost by the failure records),
+  // for at most 5 s: until then they may still read it.
   ~World();
 
   int rank() const { return options_.rank; }

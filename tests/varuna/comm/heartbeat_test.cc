@@ -1,5 +1,7 @@
 // Heartbeat: a rank whose counter stops is named within the timeout; a rank that finished
-// ("done") or ranks that keep beating are never reported. The store stands in for rank 0's.
+// ("done") or ranks that keep beating are never reported; a failure another rank recorded ends a
+// rank that recorded none, naming the rank the job lost first; a store that goes ends every
+// rank. The store stands in for rank 0's.
 #include "varuna/comm/heartbeat.h"
 
 #include <atomic>
@@ -48,12 +50,12 @@ class HeartbeatTest : public ::testing::Test {
     return options;
   }
 
-  // Records what on_silent receives.
+  // Records what on_failure receives.
   struct Reports {
     std::mutex mu;
     std::string message;
     std::atomic<int> count{0};
-    Heartbeat::OnSilent Callback() {
+    Heartbeat::OnFailure Callback() {
       return [this](const absl::Status& status) {
         std::lock_guard<std::mutex> lock(mu);
         message = std::string(status.message());
@@ -102,6 +104,78 @@ TEST_F(HeartbeatTest, RanksThatBeatOrFinishAreNeverReported) {
   EXPECT_EQ(reports.count, 0) << reports.message;
   const std::vector<uint8_t> done = server_->get("heartbeat/2");
   EXPECT_EQ(std::string(done.begin(), done.end()), "done");
+}
+
+// Rank 0 recorded that it lost rank 2 (killed): rank 1, which recorded nothing (it waits in a
+// transfer that cannot complete), is ended an interval later and told which rank the job lost.
+TEST_F(HeartbeatTest, AFailureRecordedElsewhereEndsARankThatRecordedNone) {
+  HeartbeatOptions options = Fast();
+  options.timeout = std::chrono::seconds(30);  // no rank falls silent here
+  Reports zero_reports, one_reports;
+  auto zero = Heartbeat::Start(World(0, 3), options, zero_reports.Callback());
+  auto one = Heartbeat::Start(World(1, 3), options, one_reports.Callback());
+  ASSERT_TRUE(zero.ok() && one.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(zero_reports.count + one_reports.count, 0);
+  FailureRecords(server_, 0, 3).Record(absl::UnavailableError("recv failed"), /*lost_peer=*/2);
+  const auto start = std::chrono::steady_clock::now();
+  while (one_reports.count == 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(one_reports.count, 1);
+  EXPECT_EQ(zero_reports.count, 0) << "rank 0 recorded its own failure";
+  std::lock_guard<std::mutex> lock(one_reports.mu);
+  EXPECT_THAT(one_reports.message,
+              HasSubstr("rank 1 cannot go on: another rank has failed, and this one still waits "
+                        "in an operation that cannot complete. The job lost world rank 2 first"));
+}
+
+// Rank 2's process ends without "done" or a failure record (killed): rank 1 learns it within an
+// interval, long before its counter could be called silent.
+TEST_F(HeartbeatTest, ARankWhoseProcessEndedIsNamedAtOnce) {
+  HeartbeatOptions options = Fast();
+  options.timeout = std::chrono::seconds(30);
+  Reports reports;
+  auto one = Heartbeat::Start(World(1, 3), options, reports.Callback());
+  ASSERT_TRUE(one.ok()) << one.status();
+  server_->set("heartbeat/2", std::vector<uint8_t>{'1'});
+  absl::StatusOr<std::unique_ptr<PeerLiveness>> two =
+      PeerLiveness::Start(*server_, 2, 3, "127.0.0.1");
+  ASSERT_TRUE(two.ok()) << two.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 connects to it
+  EXPECT_EQ(reports.count, 0);
+  const auto start = std::chrono::steady_clock::now();
+  two->reset();  // its sockets close, as the kernel closes a killed process's
+  while (reports.count == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(reports.count, 1);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  std::lock_guard<std::mutex> lock(reports.mu);
+  EXPECT_THAT(reports.message,
+              HasSubstr("rank 1 cannot go on. The job lost world rank 2 first: it ended without "
+                        "reporting a communication failure"));
+}
+
+// The store goes while the ranks run (rank 0 ended): every rank is ended, and told so.
+TEST_F(HeartbeatTest, AStoreThatGoesEndsTheRank) {
+  HeartbeatOptions options = Fast();
+  options.timeout = std::chrono::seconds(30);
+  Reports reports;
+  auto one = Heartbeat::Start(World(1, 2), options, reports.Callback());
+  ASSERT_TRUE(one.ok()) << one.status();
+  server_.reset();
+  const auto start = std::chrono::steady_clock::now();
+  while (reports.count == 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(reports.count, 1);
+  std::lock_guard<std::mutex> lock(reports.mu);
+  EXPECT_THAT(reports.message,
+              HasSubstr("rank 1 cannot go on. The rendezvous store does not answer: world rank 0, "
+                        "which serves it, has ended"));
 }
 
 TEST_F(HeartbeatTest, BadOptionsAndAnUnreachableStoreAreErrors) {

@@ -2,7 +2,8 @@
 // moment of its death varying: every survivor exits with a code of its own (never a signal:
 // a write to a peer that has gone must not end a process with SIGPIPE), says which rank the
 // job lost first (the failure records of varuna/comm/failure_records.h), and prints no
-// LibTorch backtrace.
+// LibTorch backtrace; none waits for the group timeout (each runs a heartbeat, as the trainer
+// does, which ends a rank stuck in a transfer to the killed rank).
 //
 // Four ranks as a 2 x 2 job: rank 0 serves the store, [0,1] and [2,3] exchange megabytes in
 // both directions (pipelines), [0,2] and [1,3] all-reduce (replicas), all four all-reduce a
@@ -24,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "tests/util/subprocess.h"
+#include "varuna/comm/heartbeat.h"
 #include "varuna/comm/world.h"
 #include "varuna/launch/host.h"
 
@@ -74,11 +76,27 @@ int RunWorker(const std::map<std::string, std::string>& args) {
     }
     groups.push_back(*std::move(group));
   }
+  // As the trainer does: a rank whose transfer to the killed rank was under way waits in it
+  // until the group's timeout (Gloo never fails it), and the heartbeat ends it instead.
+  varuna::comm::HeartbeatOptions beat;
+  beat.interval = std::chrono::milliseconds(250);
+  beat.timeout = std::chrono::seconds(30);
+  absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> heartbeat =
+      varuna::comm::Heartbeat::Start((*world)->options(), beat, [rank](const absl::Status& s) {
+        std::cerr << "rank " << rank << " heartbeat: " << s << std::endl;
+        std::_Exit(kCommFailed);
+      });
+  if (!heartbeat.ok()) {
+    std::cerr << "heartbeat failed: " << heartbeat.status() << std::endl;
+    return kSetupFailed;
+  }
   ProcessGroup& pipeline = *groups[rank / 2];
   ProcessGroup& replicas = *groups[2 + rank % 2];
   const int peer = 1 - pipeline.rank();
-  at::Tensor out = torch::full({1 << 18}, static_cast<float>(rank));  // 1 MB
-  at::Tensor in = torch::empty({1 << 18});
+  // 16 MB: more than the sockets' buffers hold, so a transfer is under way, queued in Gloo,
+  // when its peer dies (and Gloo's next write to it meets a reset connection).
+  at::Tensor out = torch::full({1 << 22}, static_cast<float>(rank));
+  at::Tensor in = torch::empty({1 << 22});
   at::Tensor gradient = torch::ones({1 << 16});
   at::Tensor agreement = torch::ones({4});
   std::thread death;
@@ -123,6 +141,7 @@ TEST(KilledRankTest, EverySurvivorExitsWithACodeAndNamesTheRankTheJobLost) {
                             " killed after " + std::to_string(die_after_ms) + " ms\n" +
                             varuna::testing::Describe(exits);
     ASSERT_EQ(exits[victim].signal, SIGKILL) << all;
+    for (const ExitInfo& exit : exits) ASSERT_FALSE(exit.timed_out) << all;
     const std::string named = victim == 0
                                   ? "world rank 0, which serves it, has ended"
                                   : "The job lost world rank " + std::to_string(victim) + " first";

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
@@ -72,6 +73,15 @@ int RunWorker(const std::map<std::string, std::string>& args) {
         (*world)->NewGroup(ranks, Backend::kGloo);
     std::cerr << "new group: " << group.status() << std::endl;
     return absl::IsFailedPrecondition(group.status()) ? kGroupRefused : 1;
+  }
+  if (role == "leave_late") {
+    // Rank 1 stays 1.5 s longer than rank 0, which serves the store.
+    if (options.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      std::cout << "rank 1 store " << ((*world)->store().check({"world/size"}) ? "up" : "down")
+                << std::endl;
+    }
+    return 0;
   }
   if (role == "member_lists_exclude_rank1") {
     // Every rank is connected to the world group before any may end.
@@ -238,6 +248,19 @@ TEST(WorldTest, Rank0ServesTheStoreByDefault) {
   for (const ExitInfo& e : exits) {
     ASSERT_TRUE(e.exited && e.code == 0) << varuna::testing::Describe(exits);
   }
+}
+
+// Rank 0 serves the store until the other ranks have left the job, so a rank still running
+// never sees it go (its heartbeat would take that for a failure of rank 0).
+TEST(WorldTest, Rank0KeepsTheStoreUntilTheOthersLeave) {
+  const int port = varuna::FreeTcpPort();
+  const std::vector<ExitInfo> exits = varuna::testing::WaitAll(
+      StartWorkers("leave_late", {2, 2}, port, /*store_external=*/false, 20000),
+      std::chrono::seconds(60));
+  const std::string all = varuna::testing::Describe(exits);
+  for (const ExitInfo& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << all;
+  EXPECT_THAT(exits[1].output, HasSubstr("rank 1 store up")) << all;
+  EXPECT_GE(exits[0].seconds, exits[1].seconds - 0.5) << all;
 }
 
 TEST(WorldTest, JoinNamesTheRanksThatNeverCame) {
