@@ -410,7 +410,8 @@ extern "C" __attribute__((visibility("default"))) varuna::comm::GlooBackend* Var
     gloo::transport::tcp::attr attr(address.c_str());
     return new varuna::comm::GlooBackendImpl(gloo::transport::tcp::CreateDevice(attr));
   } catch (const std::exception& e) {
-    *error = absl::StrCat("cannot listen for Gloo connections on '", address, "': ", e.what());
+    *error = absl::StrCat("cannot listen for Gloo connections on '", address,
+                          "': ", varuna::comm::OneLineMessage(e));
     return nullptr;
   }
 }

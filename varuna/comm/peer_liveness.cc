@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "varuna/comm/exception_status.h"
 
 namespace varuna::comm {
 namespace {
@@ -91,8 +92,8 @@ absl::StatusOr<std::unique_ptr<PeerLiveness>> PeerLiveness::Start(c10d::Store& s
   try {
     store.set(Key(rank), absl::StrCat(host, ":", port));
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("rank ", rank, ": cannot publish its address in the store: ", e.what()));
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", rank, ": cannot publish its address in the store: ", OneLineMessage(e)));
   }
   return liveness;
 }
