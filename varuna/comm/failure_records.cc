@@ -35,6 +35,7 @@ void FailureRecords::Record(const absl::Status& failure, int lost_peer) {
     std::lock_guard<std::mutex> lock(mu_);
     if (recorded_) return;
     recorded_ = true;
+    recorded_peer_ = lost_peer;
     close_groups = close_groups_;
   }
   try {
@@ -105,6 +106,10 @@ std::string FailureRecords::ExplainFrom(const Records& records, int lost_peer, b
 
 std::string FailureRecords::Explain(const absl::Status& failure, int lost_peer) {
   if (!absl::IsUnavailable(failure)) return "";
+  if (lost_peer < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recorded_) lost_peer = recorded_peer_;
+  }
   try {
     const auto deadline = std::chrono::steady_clock::now() + kLookAgain;
     Records records;

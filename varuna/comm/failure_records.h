@@ -65,7 +65,8 @@ class FailureRecords final : public FailureReport {
   const int rank_;
   const int world_size_;
   mutable std::mutex mu_;
-  bool recorded_ = false;                            // guarded by mu_
+  bool recorded_ = false;   // guarded by mu_
+  int recorded_peer_ = -1;  // the lost peer of this rank's record; guarded by mu_
   std::vector<std::function<void()>> close_groups_;  // guarded by mu_
   std::set<int> lost_;  // ranks found to have ended without a record; guarded by mu_
 };

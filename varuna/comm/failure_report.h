@@ -43,7 +43,9 @@ class FailureReport {
 
   // What the records say of `failure`: a sentence naming the rank the job lost first, to be
   // appended to the failure's message, or "" when they tell nothing or `failure` is not a lost
-  // connection (Unavailable). May wait up to about a second for the records of other ranks.
+  // connection (Unavailable). A `lost_peer` of -1 (several peers, or a transfer this rank
+  // stopped itself) is explained from the peer of this rank's own record, if it has one. May
+  // wait up to about a second for the records of other ranks.
   virtual std::string Explain(const absl::Status& failure, int lost_peer) = 0;
 };
 

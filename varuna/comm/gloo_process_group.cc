@@ -19,6 +19,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -127,13 +128,41 @@ class GroupState {
   const std::shared_ptr<gloo::rendezvous::Context>& context() const { return context_; }
 
   // Makes every operation in flight fail, here and at the peers; called by Break and, through
-  // the FailureReport, by another group of this rank that failed.
+  // the FailureReport, by another group of this rank that failed. Gloo does not fail a send
+  // still queued for a closed connection (it would wait out the timeout), so the waits of the
+  // transfers in flight are also ended here, after the connections are closed: a transfer
+  // whose wait ends has nothing left that could touch its tensor.
   void CloseConnections() {
     try {
       context_->closeConnections();
     } catch (const std::exception&) {
       // Connections that are already broken cannot be closed cleanly; they are closed.
     }
+    std::lock_guard<std::mutex> lock(transfers_mu_);
+    connections_closed_ = true;
+    for (gloo::transport::UnboundBuffer* buffer : transfers_) EndWait(*buffer);
+  }
+
+  // Registers a transfer in flight, whose wait CloseConnections ends (at once if it has run);
+  // the transfer calls Untrack before its buffer goes.
+  void Track(gloo::transport::UnboundBuffer* buffer) {
+    std::lock_guard<std::mutex> lock(transfers_mu_);
+    transfers_.insert(buffer);
+    if (connections_closed_) EndWait(*buffer);
+  }
+  void Untrack(gloo::transport::UnboundBuffer* buffer) {
+    std::lock_guard<std::mutex> lock(transfers_mu_);
+    transfers_.erase(buffer);
+  }
+
+  // The failure of a transfer whose wait CloseConnections ended: the group is broken (if it
+  // was not, another group of this rank failed and closed it). Its peer was not lost, so the
+  // records are asked about the job's failure as a whole (lost peer -1).
+  absl::Status Stopped(const std::string& what) {
+    return Break(absl::UnavailableError(absl::StrCat(
+                     spec_.name, ": ", what,
+                     " stopped: this rank closed its connections after a communication failure")),
+                 /*lost_peer=*/-1);
   }
 
   absl::Status CheckUsable() const { return failure_.Check(spec_.name); }
@@ -176,8 +205,17 @@ class GroupState {
     return explained;
   }
 
+  // A transfer's wait ends whichever way it waits; the other flag is never read.
+  static void EndWait(gloo::transport::UnboundBuffer& buffer) {
+    buffer.abortWaitSend();
+    buffer.abortWaitRecv();
+  }
+
   const GroupSpec spec_;
   const std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::mutex transfers_mu_;
+  std::set<gloo::transport::UnboundBuffer*> transfers_;  // guarded by transfers_mu_
+  bool connections_closed_ = false;                      // guarded by transfers_mu_
   std::once_flag closed_;
   std::string explanation_;  // written once, inside closed_'s call_once
   FailureLatch failure_;
@@ -205,10 +243,15 @@ class TransferWork final : public Work {
         buffer_(std::move(buffer)),
         is_send_(is_send),
         world_peer_(world_peer),
-        what_(std::move(what)) {}
+        what_(std::move(what)) {
+    state_->Track(buffer_.get());
+  }
 
   // Waiting here is what makes dropping an unwaited transfer safe; its result has no reader.
-  ~TransferWork() override { Finish().IgnoreError(); }
+  ~TransferWork() override {
+    Finish().IgnoreError();
+    state_->Untrack(buffer_.get());
+  }
 
   absl::Status Wait() override { return Finish(); }
 
@@ -223,9 +266,7 @@ class TransferWork final : public Work {
     result_ = state_->Run(what_, world_peer_, [&] {
       completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
     });
-    if (result_.ok() && !completed) {
-      result_ = absl::UnavailableError(absl::StrCat(state_->spec().name, ": ", what_, " aborted"));
-    }
+    if (result_.ok() && !completed) result_ = state_->Stopped(what_);
     return result_;
   }
 

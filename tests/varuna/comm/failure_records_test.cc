@@ -1,8 +1,8 @@
 // Proves FailureRecords (varuna/comm/failure_records.h) on an in-process store: a lost peer
 // without a record is named at once, a chain of records leads to the first rank without one,
-// a failure among several peers waits for the others' records, a timeout is not explained,
-// every registered group is closed by the first record (and only then), and a rank learns that
-// the job failed elsewhere.
+// a failure naming no peer follows the rank's own record, a failure among several peers waits
+// for the others' records, a timeout is not explained, every registered group is closed by the
+// first record (and only then), and a rank learns that the job failed elsewhere.
 
 #include "varuna/comm/failure_records.h"
 
@@ -50,6 +50,17 @@ TEST_F(FailureRecordsTest, ARecordChainLeadsToTheFirstRankWithoutOne) {
               HasSubstr("The job lost world rank 1 first: it ended without reporting a "
                         "communication failure (killed, crashed, stopped, or an error "
                         "elsewhere: see its own output); world ranks 2, 0 failed after it"));
+}
+
+// A later failure naming no peer (a transfer this rank stopped when it closed its groups) is
+// explained from the peer of the rank's own record.
+TEST_F(FailureRecordsTest, AFailureWithoutAPeerFollowsThisRanksOwnRecord) {
+  FailureRecords rank0 = Rank(0);
+  rank0.Record(kLost, 2);
+  const auto start = Clock::now();
+  EXPECT_THAT(rank0.Explain(absl::UnavailableError("send stopped"), -1),
+              HasSubstr("The job lost world rank 2 first"));
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 0.2);
 }
 
 TEST_F(FailureRecordsTest, AFailureAmongSeveralPeersWaitsForTheOthersRecords) {

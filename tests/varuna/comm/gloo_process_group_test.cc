@@ -3,7 +3,8 @@
 // correctly, bad arguments are refused without breaking a group, asynchronous all-reduces
 // (several in flight, interleaved with transfers and synchronous collectives) are exact, and a
 // process killed in the middle of a collective, synchronous or asynchronous, makes every
-// other process fail within a bounded time.
+// other process fail within a bounded time, and a transfer stuck in one group ends when
+// another group of its rank fails.
 //
 // The test binary is also the worker: the parent serves the TCP store on a free port and
 // re-executes itself with --worker=<role> once per rank (tests/util/subprocess.h).
@@ -273,6 +274,30 @@ int RunWorker(const std::map<std::string, std::string>& args) {
       if (i == 20) world->store().set("ready/" + std::to_string(world->rank()), "1");
     }
   }
+  if (role == "send_stuck_while_other_group_fails") {
+    // Ranks 0 and 1 have a second group, in which rank 0 sends to rank 1, which never
+    // receives: the send stays in flight. Rank 0 also waits to receive from rank 2 in the
+    // world group; when rank 2 is killed, that receive fails, rank 0 closes all its groups,
+    // and the send's wait must end too (Gloo's own close leaves it waiting out its timeout).
+    auto pair = world->NewGroup({0, 1}, Backend::kGloo);
+    WORKER_OK(pair.status());
+    if (world->rank() != 0) {
+      world->store().set("ready/" + std::to_string(world->rank()), "1");
+      world->store().wait({"ended/0"}, std::chrono::minutes(5));  // rank 2 is killed before
+      std::_Exit(0);
+    }
+    at::Tensor never_sent = torch::zeros({1});
+    std::unique_ptr<Work> recv = world->group().Recv(never_sent, 2, 0);
+    std::thread waiter([&] { recv->Wait().IgnoreError(); });
+    const at::Tensor big = torch::ones({4 << 20});
+    std::unique_ptr<Work> send = (*pair)->Send(big, 1, 0);
+    world->store().set("ready/0", "1");
+    const absl::Status s = send->Wait();
+    waiter.join();
+    std::cerr << "send: " << s << std::endl;
+    world->store().set("ended/0", "1");
+    std::_Exit(s.ok() ? 0 : kCommFailed);
+  }
   std::cerr << "unknown worker role " << role << std::endl;
   return 2;
 }
@@ -364,6 +389,23 @@ TEST(GlooProcessGroupTest, KillingOneProcessMidCollectiveMakesTheOthersFailPromp
 
 TEST(GlooProcessGroupTest, KillingOneProcessMidAsyncAllReduceMakesTheOthersFailPromptly) {
   ExpectPromptFailureWhenOneIsKilled("async_allreduce_forever");
+}
+
+TEST(GlooProcessGroupTest, AFailureInOneGroupEndsATransferStuckInAnother) {
+  constexpr auto kGroupTimeout = std::chrono::seconds(60);
+  GlooJob job("send_stuck_while_other_group_fails", 3, kGroupTimeout);
+  job.store().wait({"ready/0", "ready/1", "ready/2"}, std::chrono::seconds(60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(kill(job.processes()[2].pid, SIGKILL), 0);
+  const std::vector<ExitInfo> exits = job.Wait(std::chrono::seconds(90));
+  const std::string all = varuna::testing::Describe(exits);
+  ASSERT_TRUE(exits[0].exited && exits[0].code == kCommFailed) << all;
+  EXPECT_NE(exits[0].output.find("gloo group 1 [0,1] rank 0: send to rank 1 (world rank 1, tag 0) "
+                                 "stopped: this rank closed its connections after a "
+                                 "communication failure. The job lost world rank 2 first"),
+            std::string::npos)
+      << all;
+  EXPECT_LT(exits[0].seconds, 10.0) << all;  // since the kill; the group timeout is 60 s
 }
 
 }  // namespace
