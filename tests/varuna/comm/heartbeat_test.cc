@@ -62,6 +62,14 @@ class HeartbeatTest : public ::testing::Test {
         ++count;
       };
     }
+    // Waits until a report has come, or `limit` has passed; returns the seconds waited.
+    double WaitForOne(std::chrono::seconds limit) const {
+      const auto start = std::chrono::steady_clock::now();
+      while (count == 0 && std::chrono::steady_clock::now() - start < limit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
   };
 
   c10::intrusive_ptr<c10d::TCPStore> server_;
@@ -77,12 +85,7 @@ TEST_F(HeartbeatTest, ASilentRankIsNamedWithinTheTimeout) {
   ASSERT_TRUE(one.ok()) << one.status();
   // Rank 2 beats once and then falls silent (as a stopped process would).
   server_->set("heartbeat/2", std::vector<uint8_t>{'1'});
-  const auto start = std::chrono::steady_clock::now();
-  while (reports.count == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = reports.WaitForOne(std::chrono::seconds(5));
   ASSERT_EQ(reports.count, 1);
   EXPECT_GE(seconds, 0.5);
   EXPECT_LT(seconds, 2.0);
@@ -118,11 +121,7 @@ TEST_F(HeartbeatTest, AFailureRecordedElsewhereEndsARankThatRecordedNone) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(zero_reports.count + one_reports.count, 0);
   FailureRecords(server_, 0, 3).Record(absl::UnavailableError("recv failed"), /*lost_peer=*/2);
-  const auto start = std::chrono::steady_clock::now();
-  while (one_reports.count == 0 &&
-         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  one_reports.WaitForOne(std::chrono::seconds(10));
   ASSERT_EQ(one_reports.count, 1);
   EXPECT_EQ(zero_reports.count, 0) << "rank 0 recorded its own failure";
   std::lock_guard<std::mutex> lock(one_reports.mu);
@@ -145,13 +144,10 @@ TEST_F(HeartbeatTest, ARankWhoseProcessEndedIsNamedAtOnce) {
   ASSERT_TRUE(two.ok()) << two.status();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 connects to it
   EXPECT_EQ(reports.count, 0);
-  const auto start = std::chrono::steady_clock::now();
   two->reset();  // its sockets close, as the kernel closes a killed process's
-  while (reports.count == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const double seconds = reports.WaitForOne(std::chrono::seconds(10));
   ASSERT_EQ(reports.count, 1);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  EXPECT_LT(seconds, 5.0);
   std::lock_guard<std::mutex> lock(reports.mu);
   EXPECT_THAT(reports.message,
               HasSubstr("rank 1 cannot go on. The job lost world rank 2 first: it ended without "
@@ -166,11 +162,7 @@ TEST_F(HeartbeatTest, AStoreThatGoesEndsTheRank) {
   auto one = Heartbeat::Start(World(1, 2), options, reports.Callback());
   ASSERT_TRUE(one.ok()) << one.status();
   server_.reset();
-  const auto start = std::chrono::steady_clock::now();
-  while (reports.count == 0 &&
-         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  reports.WaitForOne(std::chrono::seconds(10));
   ASSERT_EQ(reports.count, 1);
   std::lock_guard<std::mutex> lock(reports.mu);
   EXPECT_THAT(reports.message,
