@@ -52,11 +52,9 @@ Heartbeat::Heartbeat(WorldOptions world, HeartbeatOptions options,
                      c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<PeerLiveness> liveness,
                      OnFailure on_failure)
     : world_(std::move(world)),
-      rank_(world_.rank),
-      world_size_(world_.world_size),
       options_(options),
       store_(std::move(store)),
-      records_(store_, rank_, world_size_),
+      records_(store_, world_.rank, world_.world_size),
       liveness_(std::move(liveness)),
       on_failure_(std::move(on_failure)),
       answered_(std::chrono::steady_clock::now()) {
@@ -81,7 +79,7 @@ Heartbeat::~Heartbeat() {
   }
   if (reported) return;
   try {
-    store_->set(Key(rank_), kDone);
+    store_->set(Key(world_.rank), kDone);
   } catch (const std::exception&) {
     // The store is gone (rank 0 has exited): nobody is watching any more.
   }
@@ -91,8 +89,8 @@ absl::Status Heartbeat::Look(std::vector<std::string>& last,
                              std::vector<std::chrono::steady_clock::time_point>& changed,
                              int& lost_peer) {
   const auto now = std::chrono::steady_clock::now();
-  for (int r = 0; r < world_size_; ++r) {
-    if (r == rank_ || last[r] == kDone) continue;
+  for (int r = 0; r < world_.world_size; ++r) {
+    if (r == world_.rank || last[r] == kDone) continue;
     // check() first: get() of a key not written yet would wait for it.
     if (store_->check({Key(r)})) {
       const std::vector<uint8_t> bytes = store_->get(Key(r));
@@ -110,7 +108,7 @@ absl::Status Heartbeat::Look(std::vector<std::string>& last,
           "watching; the process is stopped, frozen or its machine is unreachable). The job "
           "cannot go on without it: restart it, from its last checkpoint with --load",
           r, Seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - changed[r])),
-          rank_));
+          world_.rank));
     }
   }
   return absl::OkStatus();
@@ -127,7 +125,7 @@ absl::Status Heartbeat::LookForEndedRanks(int& lost_peer) {
     if (records_.HasRecord(r)) continue;
     lost_peer = r;
     return absl::UnavailableError(
-        absl::StrCat("rank ", rank_, " cannot go on. ",
+        absl::StrCat("rank ", world_.rank, " cannot go on. ",
                      records_.Explain(absl::UnavailableError("lost"), /*lost_peer=*/r),
                      ". Restart the job, from its last checkpoint with --load"));
   }
@@ -144,7 +142,7 @@ absl::Status Heartbeat::LookForFailures(
   // it have failed by now, unless one was a transfer already under way, which Gloo fails only
   // at the distributed timeout.
   return absl::UnavailableError(absl::StrCat(
-      "rank ", rank_,
+      "rank ", world_.rank,
       " cannot go on: another rank has failed, and this one still waits in an operation that "
       "cannot complete. ",
       records_.Explain(absl::UnavailableError("lost"), /*lost_peer=*/-1),
@@ -156,13 +154,14 @@ absl::Status Heartbeat::StoreSilent(const std::string& detail) const {
       "rank 0 stopped answering: the rendezvous store it serves did not answer rank %d's "
       "heartbeat within %.3g s%s. The job cannot go on without it: restart it, from its last "
       "checkpoint with --load",
-      rank_, Seconds(options_.timeout), detail.empty() ? "" : absl::StrCat(" (", detail, ")")));
+      world_.rank, Seconds(options_.timeout),
+      detail.empty() ? "" : absl::StrCat(" (", detail, ")")));
 }
 
 void Heartbeat::Leave(const absl::Status& failure, int lost_peer) {
   records_.Record(failure, lost_peer);
-  MarkLeft(*store_, rank_);
-  if (rank_ == 0 && !world_.store_is_external) {
+  MarkLeft(*store_, world_.rank);
+  if (world_.rank == 0 && !world_.store_is_external) {
     AwaitOthersLeaving(*store_, world_, records_.lost());
   }
 }
@@ -179,8 +178,8 @@ void Heartbeat::Report(const absl::Status& status) {
 }
 
 void Heartbeat::Probe() {
-  std::vector<std::string> last(world_size_);
-  std::vector<std::chrono::steady_clock::time_point> changed(world_size_,
+  std::vector<std::string> last(world_.world_size);
+  std::vector<std::chrono::steady_clock::time_point> changed(world_.world_size,
                                                              std::chrono::steady_clock::now());
   std::optional<std::chrono::steady_clock::time_point> failed_elsewhere;
   for (int64_t beat = 1;; ++beat) {
@@ -190,7 +189,7 @@ void Heartbeat::Probe() {
     }
     absl::Status failure;
     try {
-      store_->set(Key(rank_), absl::StrCat(beat));
+      store_->set(Key(world_.rank), absl::StrCat(beat));
       int lost_peer = -1;
       failure = Look(last, changed, lost_peer);
       if (failure.ok()) failure = LookForEndedRanks(lost_peer);
@@ -200,7 +199,7 @@ void Heartbeat::Probe() {
       failure = absl::IsDeadlineExceeded(StatusFromException("the heartbeat's store", e))
                     ? StoreSilent(OneLineMessage(e))
                     : absl::UnavailableError(
-                          absl::StrCat("rank ", rank_, " cannot go on. ", kStoreGone,
+                          absl::StrCat("rank ", world_.rank, " cannot go on. ", kStoreGone,
                                        ". Restart the job, from its last checkpoint with --load"));
     }
     if (!failure.ok()) {

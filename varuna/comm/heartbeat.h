@@ -102,9 +102,7 @@ class Heartbeat {
   // The status that reports rank 0, whose store does not answer.
   absl::Status StoreSilent(const std::string& detail) const;
 
-  const WorldOptions world_;
-  const int rank_;
-  const int world_size_;
+  const WorldOptions world_;  // this rank's (rank, world_size, store_is_external)
   const HeartbeatOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;
   FailureRecords records_;  // over store_

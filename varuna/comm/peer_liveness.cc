@@ -8,18 +8,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "varuna/comm/exception_status.h"
+#include "varuna/comm/tcp_connect.h"
 
 namespace varuna::comm {
 namespace {
 
 std::string Key(int rank) { return absl::StrCat("alive/", rank); }
 
-// A connection to "host:port", or -errno (-ETIMEDOUT when none was made within `milliseconds`).
-int Connect(const std::string& where, int milliseconds) {
+// A connection to "host:port", or -errno (-ETIMEDOUT when none was made within `limit`).
+int Connect(const std::string& where, std::chrono::milliseconds limit) {
   const size_t colon = where.rfind(':');
   if (colon == std::string::npos) return -EINVAL;
   addrinfo hints{};
@@ -30,23 +32,9 @@ int Connect(const std::string& where, int milliseconds) {
                   &found) != 0) {
     return -EINVAL;
   }
-  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                        found->ai_protocol);
-  int error = fd < 0 ? errno : 0;
-  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
-    error = errno;
-    if (error == EINPROGRESS) {
-      pollfd p = {fd, POLLOUT, 0};
-      socklen_t len = sizeof(error);
-      if (poll(&p, 1, milliseconds) != 1 ||
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) {
-        error = ETIMEDOUT;
-      }
-    }
-  }
+  const int fd = ConnectTcp(*found, limit);
   freeaddrinfo(found);
-  if (error != 0 && fd >= 0) close(fd);
-  return error != 0 ? -error : fd;
+  return fd;
 }
 
 // Whether the connection `fd`, on which nothing is ever sent, has ended.
@@ -119,7 +107,8 @@ std::vector<int> PeerLiveness::Look(c10d::Store& store) {
     if (connection_[r] < 0) {
       if (!store.check({Key(r)})) continue;
       const std::vector<uint8_t> where = store.get(Key(r));
-      const int fd = Connect(std::string(where.begin(), where.end()), /*milliseconds=*/100);
+      const int fd =
+          Connect(std::string(where.begin(), where.end()), std::chrono::milliseconds(100));
       if (fd >= 0) connection_[r] = fd;
       // Refused where it listened: it has ended before this rank could connect.
       if (fd == -ECONNREFUSED) {

@@ -1,8 +1,6 @@
 #include "varuna/comm/store_client.h"
 
-#include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "varuna/comm/exception_status.h"
 #include "varuna/comm/libtorch_log.h"
+#include "varuna/comm/tcp_connect.h"
 
 namespace varuna::comm {
 namespace {
@@ -27,31 +26,12 @@ constexpr auto kPoll = std::chrono::milliseconds(100);
 // A store answers a new client within milliseconds; one silent for this long is not a store.
 constexpr auto kSilent = std::chrono::seconds(2);
 
-int Milliseconds(Clock::duration d) {
-  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
-}
-
 // Whether a TCP connection to `address` is accepted within `limit`; else why not.
 absl::Status TryTcp(const addrinfo& address, Clock::duration limit) {
-  const int fd = socket(address.ai_family, address.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                        address.ai_protocol);
-  if (fd < 0) return absl::UnavailableError(strerror(errno));
-  int error = 0;
-  if (connect(fd, address.ai_addr, address.ai_addrlen) != 0) {
-    error = errno;
-    if (error == EINPROGRESS) {
-      pollfd p = {fd, POLLOUT, 0};
-      const int ready = poll(&p, 1, std::max(1, Milliseconds(limit)));
-      socklen_t len = sizeof(error);
-      if (ready == 1) {
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
-      } else {
-        error = ready == 0 ? ETIMEDOUT : errno;
-      }
-    }
-  }
+  const int fd = ConnectTcp(address, std::chrono::duration_cast<std::chrono::milliseconds>(limit));
+  if (fd < 0) return absl::UnavailableError(strerror(-fd));
   close(fd);
-  return error == 0 ? absl::OkStatus() : absl::UnavailableError(strerror(error));
+  return absl::OkStatus();
 }
 
 // Whether a TCP connection to host:port is accepted within `limit`, on any of its addresses.
