@@ -43,7 +43,7 @@ readonly WHEELS=(
   "nvidia-cuda-runtime==13.0.96 7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548 nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl nvidia/cu13/lib/libcudart.so.13"
   "nvidia-cuda-cupti==13.0.85 4eb01c08e859bf924d222250d2e8f8b8ff6d3db4721288cf35d14252a4d933c8 nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl nvidia/cu13/lib/libcupti.so.13"
   # Hugging Face's tokenizers (abi3: any Python >= 3.9), only for the test of the exported
-  # tokenizer.json (//tests/trainer:hf_tokenizer_parity_test, with PYTHONPATH=.deps/site-packages).
+  # tokenizer.json (//tests/tools/export_hf:hf_tokenizer_parity_test, with PYTHONPATH=.deps/site-packages).
   "tokenizers==0.22.1 e2ef6063d7a84994129732b47e7915e8710f27f99f3a3260b8a38fc7ccd083f4 tokenizers-0.22.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl tokenizers/*"
 )
 # --cuda: the libraries libtorch_cuda.so needs that the CUDA toolkit does not ship

@@ -1,7 +1,7 @@
 // The contents of a SentencePiece .model file (a serialized sentencepiece.ModelProto, proto2)
 // as plain data: the pieces with their scores and types, the model type, the special ids and
 // the normalizer spec. This is what a conversion to another tokenizer format needs (the
-// Hugging Face export, trainer/hf_tokenizer.h) and what SentencePiece's public API does not
+// Hugging Face export, tools/export_hf/hf_tokenizer.h) and what SentencePiece's public API does not
 // expose; Debian ships no sentencepiece_model.pb.h, so the protobuf wire format is read here.
 //
 // Only the fields below are read; every other field is skipped, so models written by newer

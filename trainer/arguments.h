@@ -138,7 +138,7 @@ struct TrainerArguments {
 };
 
 // Parses and validates `args` (without the program name). InvalidArgument names the flag and
-// says what to do. Relative paths are returned as given (see ResolvePath in paths.h).
+// says what to do. Relative paths are returned as given (see ResolveUserPath in varuna/io/user_paths.h).
 absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& args);
 
 }  // namespace trainer

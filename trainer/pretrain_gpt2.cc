@@ -35,9 +35,9 @@
 #include "trainer/device_name.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
-#include "trainer/hf_config.h"
+#include "models/gpt2/model_record.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/paths.h"
+#include "varuna/io/user_paths.h"
 #include "trainer/profile_mode.h"
 #include "trainer/setup.h"
 #include "trainer/stop_signal.h"
@@ -50,6 +50,8 @@
 #include "varuna/varuna.h"
 
 namespace trainer {
+
+using varuna::ResolveUserPath;
 namespace {
 
 using varuna::json::Value;
@@ -211,8 +213,8 @@ SavedContext MakeSavedContext(const TrainerArguments& a, const gpt2::Gpt2Config&
                               const TrainingInputs& inputs, const GptData& data) {
   const LrScheduleOptions schedule = ScheduleOptions(a);
   SavedContext context;
-  context.model = ModelConfigJson(config);
-  context.model_record = CheckpointModelJson(config);
+  context.model = gpt2::ModelConfigJson(config);
+  context.model_record = gpt2::CheckpointModelJson(config);
   context.tokenizer_model = inputs.tokenizer_model.empty()
                                 ? ""
                                 : std::filesystem::absolute(inputs.tokenizer_model).string();

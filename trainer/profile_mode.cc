@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "trainer/hf_config.h"
+#include "models/gpt2/model_record.h"
 #include "varuna/comm/status_agreement.h"
 #include "varuna/comm/world.h"
 #include "varuna/io/json.h"
@@ -184,7 +184,7 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  const varuna::json::Value model_json = ModelConfigJson(config);
+  const varuna::json::Value model_json = gpt2::ModelConfigJson(config);
   const std::string model = varuna::json::Serialize(model_json);
   const std::string dtype = varuna::ProfileDtypeName(options.dtype);
   varuna::comm::World* world = options.world;

@@ -21,12 +21,16 @@
 #include "data/dataset_tokenizer.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/summary.h"
-#include "trainer/paths.h"
+#include "varuna/io/user_paths.h"
 #include "trainer/sample_corpus.h"
 #include "varuna/checkpoint/manifest.h"
 #include "varuna/pipeline/schedule.h"
 
 namespace trainer {
+
+using varuna::CheckWritableDirectory;
+using varuna::FindRunfile;
+using varuna::ResolveUserPath;
 
 absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
   if (!a.tokenizer_model.empty()) {

@@ -1,6 +1,9 @@
 #include "tests/layering/layering.h"
 
+#include <algorithm>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -22,6 +25,19 @@ bool IsBuildFile(const std::string& path) {
 
 std::string Join(const std::set<std::string>& packages) {
   return packages.empty() ? "nothing" : absl::StrJoin(packages, " ");
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+bool IsCheckedSource(const std::filesystem::path& path) {
+  const std::string ext = path.extension().string();
+  return path.filename() == "BUILD" || ext == ".h" || ext == ".cc" || ext == ".cu" ||
+         ext == ".cuh";
 }
 
 }  // namespace
@@ -111,6 +127,8 @@ std::vector<std::string> CheckFile(const LayerRules& rules, const std::string& p
     } else if (std::smatch match; std::regex_search(line, match, kInclude)) {
       const std::string included = match[1];
       const size_t slash = included.find('/');
+      // Bazel's runfiles library (@bazel_tools) shares the top-level name of our tools/.
+      if (absl::StartsWith(included, "tools/cpp/")) continue;
       if (slash != std::string::npos && roots.count(included.substr(0, slash)) > 0) {
         const std::string package = rules.PackageOf(included);
         uses.emplace_back(package.empty() ? included : package,
@@ -130,6 +148,60 @@ std::vector<std::string> CheckFile(const LayerRules& rules, const std::string& p
       }
     }
   }
+  return violations;
+}
+
+std::vector<std::string> FindPackages(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> packages;
+  fs::recursive_directory_iterator it(root), end;
+  for (; it != end; ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory()) {
+      const std::string relative = fs::relative(it->path(), root).string();
+      if (absl::StartsWith(name, ".") || absl::StartsWith(name, "bazel-") ||
+          relative == "tests" || relative == "patches" || it->is_symlink()) {
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (name != "BUILD" || !it->is_regular_file()) continue;
+    const std::string package = fs::relative(it->path().parent_path(), root).string();
+    if (package != ".") packages.push_back(package);
+  }
+  std::sort(packages.begin(), packages.end());
+  return packages;
+}
+
+std::vector<std::string> CheckTree(const LayerRules& rules, const std::filesystem::path& root,
+                                   int* checked) {
+  std::vector<std::string> violations;
+  const std::vector<std::string> packages = FindPackages(root);
+  for (const std::string& package : packages) {
+    if (rules.allowed.count(package) == 0) {
+      violations.push_back(absl::StrCat(
+          package, "/BUILD: ", package,
+          " is a package but has no line in tests/layering/layers.txt: add one naming the "
+          "packages it may use"));
+    }
+  }
+  int files = 0;
+  for (const auto& [package, unused] : rules.allowed) {
+    if (std::find(packages.begin(), packages.end(), package) == packages.end()) {
+      violations.push_back(absl::StrCat("tests/layering/layers.txt: ", package,
+                                        " has a line but no BUILD file: remove the line"));
+      continue;
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(root / package)) {
+      if (!entry.is_regular_file() || !IsCheckedSource(entry.path())) continue;
+      const std::string path = absl::StrCat(package, "/", entry.path().filename().string());
+      for (std::string& v : CheckFile(rules, path, ReadFile(entry.path()))) {
+        violations.push_back(std::move(v));
+      }
+      ++files;
+    }
+  }
+  if (checked != nullptr) *checked = files;
   return violations;
 }
 

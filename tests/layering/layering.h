@@ -11,6 +11,7 @@
 #ifndef VARUNA_TESTS_LAYERING_LAYERING_H_
 #define VARUNA_TESTS_LAYERING_LAYERING_H_
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -41,6 +42,18 @@ absl::StatusOr<LayerRules> ParseLayerRules(absl::string_view text);
 // allow; ...". A file outside every package in the rules is one violation too.
 std::vector<std::string> CheckFile(const LayerRules& rules, const std::string& path,
                                    absl::string_view contents);
+
+// The packages of the source tree at `root`: every directory with a BUILD file, as its path
+// relative to `root`, sorted. Left out: the root itself, tests/ and patches/ (which the rules
+// exempt), hidden directories, and Bazel's output links (bazel-*).
+std::vector<std::string> FindPackages(const std::filesystem::path& root);
+
+// Every violation in the source tree at `root`: one for each package found (FindPackages)
+// that has no line in layers.txt, one for each line whose package has no BUILD file, and
+// CheckFile's for every BUILD, .h, .cc, .cu and .cuh file of each listed package. `checked`,
+// when not null, receives the number of files checked.
+std::vector<std::string> CheckTree(const LayerRules& rules, const std::filesystem::path& root,
+                                   int* checked = nullptr);
 
 }  // namespace varuna::testing
 

@@ -38,19 +38,6 @@ int FreeTcpPort() {
   return port;
 }
 
-std::string UserDirectory(const std::map<std::string, std::string>& environment) {
-  auto base = environment.find("BUILD_WORKING_DIRECTORY");
-  if (base != environment.end() && !base->second.empty()) return base->second;
-  std::error_code error;
-  return std::filesystem::current_path(error).string();
-}
-
-std::string UserPath(const std::string& path,
-                     const std::map<std::string, std::string>& environment) {
-  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
-  return (std::filesystem::path(UserDirectory(environment)) / path).string();
-}
-
 std::string HostName() {
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof(name) - 1) != 0) return "";

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
 #include "varuna/launch/config.h"
+#include "varuna/io/user_paths.h"
 #include "varuna/launch/host.h"
 #include "varuna/launch/morph.h"
 #include "varuna/launch/plan.h"
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   if (!from_profile.ok()) return Fail(from_profile.status());
   if (*from_profile) {
     varuna::LaunchOptions resolved = *options;
-    resolved.profile_dir = varuna::UserPath(options->profile_dir, environment);
+    resolved.profile_dir = varuna::ResolveUserPath(options->profile_dir, environment);
     absl::StatusOr<varuna::LaunchChoice> choice = varuna::ChooseFromProfileDir(resolved);
     if (!choice.ok()) return Fail(choice.status());
     Print(choice->report);

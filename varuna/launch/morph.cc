@@ -17,6 +17,7 @@
 #include "varuna/checkpoint/manifest.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/posix_file.h"
+#include "varuna/io/user_paths.h"
 #include "varuna/launch/config.h"
 #include "varuna/launch/host.h"
 #include "varuna/launch/worker_group.h"
@@ -304,14 +305,14 @@ int RunMorphingJob(const LaunchOptions& options, const MorphContext& context) {
   LaunchOptions resolved = options;
   std::optional<Profile> profile;
   if (*ConfiguresFromProfile(options)) {
-    resolved.profile_dir = UserPath(options.profile_dir, context.environment);
+    resolved.profile_dir = ResolveUserPath(options.profile_dir, context.environment);
     absl::StatusOr<Profile> read = ReadLaunchProfile(resolved);
     if (!read.ok()) return fail(read.status(), 2);
     profile = std::move(*read);
   }
-  const std::string list_path = UserPath(options.machine_list, context.environment);
+  const std::string list_path = ResolveUserPath(options.machine_list, context.environment);
   const std::string save = *WorkerFlagValue(options.command, "save");
-  const std::string save_dir = UserPath(save, context.environment);
+  const std::string save_dir = ResolveUserPath(save, context.environment);
 
   absl::StatusOr<std::vector<std::string>> first = ReadMachineList(list_path);
   if (!first.ok()) return fail(first.status(), 2);

@@ -1,10 +1,11 @@
-// The model configuration recorded in a checkpoint (the trainer state's "model" object):
-// written by //trainer:pretrain_gpt2 (ModelConfigJson), read back for a Hugging Face export
-// and turned into transformers' GPT2Config (config.json, formats.md 2a).
+// The model configuration a checkpoint records (the trainer state's "model" object): written by
+// //trainer:pretrain_gpt2 in every checkpoint (CheckpointModelJson), compared on resume
+// (ModelConfigJson's fields), kept as the model key of a profile, and read back by the Hugging
+// Face export (ReadModelRecord).
 //
 // Thread safety: pure functions.
-#ifndef VARUNA_TRAINER_HF_CONFIG_H_
-#define VARUNA_TRAINER_HF_CONFIG_H_
+#ifndef VARUNA_MODELS_GPT2_MODEL_RECORD_H_
+#define VARUNA_MODELS_GPT2_MODEL_RECORD_H_
 
 #include <cstdint>
 #include <string>
@@ -13,10 +14,10 @@
 #include "models/gpt2/config.h"
 #include "varuna/io/json.h"
 
-namespace trainer {
+namespace gpt2 {
 
-// A checkpoint's model configuration, as the export needs it.
-struct HfModelConfig {
+// A checkpoint's model configuration, as read back.
+struct ModelRecord {
   int64_t num_layers = 0;
   int64_t hidden_size = 0;
   int64_t num_attention_heads = 0;
@@ -36,13 +37,13 @@ struct HfModelConfig {
 
 // The model fields that must match on resume (sizes, padded and real vocabulary, layer-norm
 // epsilon; not the dropouts, which a resumed run may change). Also the model key of a
-// profile (profile_mode.cc).
-varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& config);
+// profile (trainer/profile_mode.cc).
+varuna::json::Value ModelConfigJson(const Gpt2Config& config);
 
 // The "model" object the trainer records in every checkpoint: ModelConfigJson plus
 // hidden_dropout and attention_dropout, so that an export says what was trained. Resume
 // compares only ModelConfigJson's fields.
-varuna::json::Value CheckpointModelJson(const gpt2::Gpt2Config& config);
+varuna::json::Value CheckpointModelJson(const Gpt2Config& config);
 
 // Reads trainer.model from a checkpoint's metadata ({"engine": ..., "trainer": ...}).
 // `source` names the checkpoint in messages. vocab_size stays 0 if the checkpoint does not
@@ -51,20 +52,9 @@ varuna::json::Value CheckpointModelJson(const gpt2::Gpt2Config& config);
 // doubles; dropouts must be in [0, 1)), hidden_size is not divisible by num_attention_heads,
 // padded_vocab_size is smaller than vocab_size, or max_position_embeddings is smaller than
 // seq_length.
-absl::StatusOr<HfModelConfig> ReadHfModelConfig(const varuna::json::Value& metadata,
-                                                const std::string& source);
+absl::StatusOr<ModelRecord> ReadModelRecord(const varuna::json::Value& metadata,
+                                            const std::string& source);
 
-// config.json for `config` (vocab_size set): model_type "gpt2", architectures
-// ["GPT2LMHeadModel"], the sizes (n_positions = n_ctx = max_position_embeddings, n_inner null
-// = 4 n_embd), activation "gelu_new" (our MLP's tanh GELU), the dropouts, layer_norm_epsilon,
-// tied embeddings, float32, and bos_token_id = eos_token_id = `eos_token_id`.
-varuna::json::Value HuggingFaceConfigJson(const HfModelConfig& config, int64_t eos_token_id);
+}  // namespace gpt2
 
-// generation_config.json (transformers' GenerationConfig): bos_token_id, eos_token_id and
-// pad_token_id (pass eos_token_id when the tokenizer has no pad).
-varuna::json::Value HuggingFaceGenerationConfigJson(int64_t bos_token_id, int64_t eos_token_id,
-                                                    int64_t pad_token_id);
-
-}  // namespace trainer
-
-#endif  // VARUNA_TRAINER_HF_CONFIG_H_
+#endif  // VARUNA_MODELS_GPT2_MODEL_RECORD_H_

@@ -1,4 +1,4 @@
-#include "trainer/paths.h"
+#include "varuna/io/user_paths.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace trainer {
+namespace varuna {
 namespace {
 
 bool IsReadable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
@@ -25,11 +25,23 @@ std::string CurrentDirectory() {
 
 }  // namespace
 
+std::string UserDirectory(const std::map<std::string, std::string>& environment) {
+  const auto dir = environment.find("BUILD_WORKING_DIRECTORY");
+  if (dir != environment.end() && !dir->second.empty()) return dir->second;
+  return CurrentDirectory();
+}
+
 std::string UserDirectory() {
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr && *dir) {
     return dir;
   }
   return CurrentDirectory();
+}
+
+std::string ResolveUserPath(const std::string& path,
+                            const std::map<std::string, std::string>& environment) {
+  if (path.empty() || path[0] == '/') return path;
+  return absl::StrCat(UserDirectory(environment), "/", path);
 }
 
 std::string ResolveUserPath(const std::string& path) {
@@ -88,4 +100,4 @@ absl::StatusOr<std::string> FindRunfile(const std::string& argv0,
                                           "): run the program with `bazel run`"));
 }
 
-}  // namespace trainer
+}  // namespace varuna

@@ -1,4 +1,4 @@
-#include "trainer/hf_tokenizer.h"
+#include "tools/export_hf/hf_tokenizer.h"
 
 #include <algorithm>
 #include <string_view>
@@ -11,7 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
-namespace trainer {
+namespace tools {
 namespace {
 
 using data::PieceType;
@@ -255,4 +255,4 @@ absl::StatusOr<HfTokenizerFiles> HuggingFaceTokenizer(const SentencePieceModel& 
   return files;
 }
 
-}  // namespace trainer
+}  // namespace tools

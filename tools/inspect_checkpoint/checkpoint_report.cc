@@ -1,5 +1,5 @@
 // The checkpoint report of inspect_checkpoint (see checkpoint_report.h).
-#include "trainer/checkpoint_report.h"
+#include "tools/inspect_checkpoint/checkpoint_report.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -24,7 +24,7 @@
 #include "varuna/io/json.h"
 #include "varuna/io/safetensors.h"
 
-namespace trainer {
+namespace tools {
 namespace {
 
 using varuna::FlagParser;
@@ -461,4 +461,4 @@ CheckpointInspection InspectCheckpoint(const InspectOptions& options) {
   return ReportCheckpoint(parent, named, options.list_tensors);
 }
 
-}  // namespace trainer
+}  // namespace tools

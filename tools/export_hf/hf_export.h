@@ -1,7 +1,7 @@
 // Export of a training checkpoint as a Hugging Face GPT-2 folder, the library behind
-// //trainer:export_hf. The folder loads with transformers' GPT2LMHeadModel.from_pretrained:
+// //tools/export_hf. The folder loads with transformers' GPT2LMHeadModel.from_pretrained:
 //
-//   OUT/model.safetensors   the GPT2LMHeadModel state dict (formats.md 2a), F32, metadata
+//   OUT/model.safetensors   the GPT2LMHeadModel state dict (docs/formats.md 2a), F32, metadata
 //                           {"format": "pt"}: every parameter under its Hugging Face key
 //                           (gpt2::HuggingFaceName) except lm_head.weight, which transformers
 //                           ties to transformer.wte.weight; the four Conv1D weights transposed
@@ -10,7 +10,7 @@
 //                           configuration (dropouts 0.1, noted, if the checkpoint predates them)
 //   OUT/generation_config.json  bos = eos = the end-of-document id, pad = the tokenizer's pad
 //                           (eos if none)
-//   and, when a tokenizer is known (trainer/hf_tokenizer.h):
+//   and, when a tokenizer is known (tools/export_hf/hf_tokenizer.h):
 //   OUT/tokenizer.json      the SentencePiece model converted for Hugging Face `tokenizers`
 //   OUT/tokenizer_config.json   PreTrainedTokenizerFast, model_max_length, special tokens
 //   OUT/special_tokens_map.json
@@ -26,8 +26,8 @@
 // OUT either does not appear or is complete; on error the staging directory is removed.
 //
 // Thread safety: the functions are reentrant; two exports must not target the same OUT.
-#ifndef VARUNA_TRAINER_HF_EXPORT_H_
-#define VARUNA_TRAINER_HF_EXPORT_H_
+#ifndef VARUNA_TOOLS_EXPORT_HF_HF_EXPORT_H_
+#define VARUNA_TOOLS_EXPORT_HF_HF_EXPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -35,9 +35,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/hf_config.h"
+#include "tools/export_hf/hf_config.h"
 
-namespace trainer {
+namespace tools {
 
 // What to export and where. Paths are used as given (the program resolves relative ones).
 struct HfExportOptions {
@@ -95,12 +95,12 @@ struct HfExportSummary {
 // contradicts a varuna_ckpt_<n> CKPT, a missing vocab_size (pass --vocab-size or
 // --tokenizer-model), a vocab_size above padded_vocab_size, or a tokenizer whose size
 // differs from vocab_size, or one HuggingFaceTokenizer cannot convert; DataLoss for a
-// missing model configuration (ReadHfModelConfig),
+// missing model configuration (gpt2::ReadModelRecord),
 // a missing GPT-2 parameter or one with the wrong shape; FailedPrecondition if OUT exists
 // and is not an empty directory; NotFound / InvalidArgument from data::LoadTokenizer for a
 // missing or unusable tokenizer; errno statuses naming the path for I/O.
 absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options);
 
-}  // namespace trainer
+}  // namespace tools
 
-#endif  // VARUNA_TRAINER_HF_EXPORT_H_
+#endif  // VARUNA_TOOLS_EXPORT_HF_HF_EXPORT_H_

@@ -1,4 +1,4 @@
-#include "trainer/checkpoint_report.h"
+#include "tools/inspect_checkpoint/checkpoint_report.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/arange.h>
@@ -20,7 +20,7 @@
 #include "varuna/io/json.h"
 #include "varuna/io/safetensors.h"
 
-namespace trainer {
+namespace tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -299,7 +299,7 @@ struct RunResult {
 
 RunResult RunTool(const std::string& args) {
   const std::string tool =
-      std::string(std::getenv("TEST_SRCDIR")) + "/varuna/trainer/inspect_checkpoint";
+      std::string(std::getenv("TEST_SRCDIR")) + "/varuna/tools/inspect_checkpoint/inspect_checkpoint";
   RunResult result;
   FILE* pipe = ::popen((tool + " " + args + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return result;
@@ -332,4 +332,4 @@ TEST_F(CheckpointReportTest, ProgramExitStatus) {
 }
 
 }  // namespace
-}  // namespace trainer
+}  // namespace tools

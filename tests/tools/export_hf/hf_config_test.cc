@@ -1,13 +1,14 @@
-#include "trainer/hf_config.h"
+#include "tools/export_hf/hf_config.h"
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/gpt2/model_record.h"
 #include "varuna/io/json.h"
 
-namespace trainer {
+namespace tools {
 namespace {
 
 using ::testing::AllOf;
@@ -40,7 +41,7 @@ Value Metadata(const Value& model) {
 }
 
 TEST(HfConfigTest, ReadsTheModelAndWritesGpt2Config) {
-  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Metadata(TinyModel()), "ckpt_x");
+  absl::StatusOr<gpt2::ModelRecord> config = gpt2::ReadModelRecord(Metadata(TinyModel()), "ckpt_x");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->num_layers, 2);
   EXPECT_EQ(config->hidden_size, 32);
@@ -68,7 +69,7 @@ TEST(HfConfigTest, ReadsTheModelAndWritesGpt2Config) {
 }
 
 TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
-  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Value::object(), "ckpt_x");
+  absl::StatusOr<gpt2::ModelRecord> config = gpt2::ReadModelRecord(Value::object(), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(
@@ -77,7 +78,7 @@ TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
 
   Value model = TinyModel();
   model["hidden_size"] = "32";
-  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(Message(config.status()),
@@ -86,34 +87,34 @@ TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {
 
   model = TinyModel();
   model.erase("padded_vocab_size");
-  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()),
               AllOf(HasSubstr("trainer.model.padded_vocab_size"), HasSubstr("missing")));
 
   model = TinyModel();
   model["layernorm_epsilon"] = "small";
-  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()), HasSubstr("trainer.model.layernorm_epsilon"));
 
   model = TinyModel();
   model["hidden_size"] = 30;  // 2 heads of 15 would do; 4 heads do not
   model["num_attention_heads"] = 4;
-  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()), HasSubstr("not divisible by num_attention_heads 4"));
 
   model = TinyModel();
   model["max_position_embeddings"] = 8;
-  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()),
               HasSubstr("max_position_embeddings 8 is below seq_length 16"));
 
   model = TinyModel();
   model["vocab_size"] = 200;
-  config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(model), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(Message(config.status()), HasSubstr("vocab_size 200 exceeds padded_vocab_size 128"));
 }
@@ -129,14 +130,14 @@ TEST(HfConfigTest, CheckpointRecordsTheDropoutsAndExportWritesThem) {
   trained.hidden_dropout = 0.0;
   trained.attention_dropout = 0.05;
   // The resume comparison's fields stay as they were; the record adds the dropouts.
-  const Value compared = ModelConfigJson(trained);
+  const Value compared = gpt2::ModelConfigJson(trained);
   EXPECT_EQ(varuna::json::Find(compared, "hidden_dropout"), nullptr);
   EXPECT_EQ(varuna::json::Find(compared, "attention_dropout"), nullptr);
-  const Value record = CheckpointModelJson(trained);
+  const Value record = gpt2::CheckpointModelJson(trained);
   for (const auto& [key, value] : compared.items()) EXPECT_EQ(record[key], value) << key;
   EXPECT_EQ(record.size(), compared.size() + 2);
 
-  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Metadata(record), "ckpt_x");
+  absl::StatusOr<gpt2::ModelRecord> config = gpt2::ReadModelRecord(Metadata(record), "ckpt_x");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->dropout_recorded);
   EXPECT_DOUBLE_EQ(config->hidden_dropout, 0.0);
@@ -147,7 +148,7 @@ TEST(HfConfigTest, CheckpointRecordsTheDropoutsAndExportWritesThem) {
   EXPECT_DOUBLE_EQ(json["attn_pdrop"].get<double>(), 0.05);
 
   // A checkpoint written before the dropouts were recorded: Megatron's default, flagged.
-  config = ReadHfModelConfig(Metadata(compared), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(compared), "ckpt_x");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_FALSE(config->dropout_recorded);
   EXPECT_DOUBLE_EQ(config->hidden_dropout, 0.1);
@@ -155,7 +156,7 @@ TEST(HfConfigTest, CheckpointRecordsTheDropoutsAndExportWritesThem) {
 
   Value bad = record;
   bad["attention_dropout"] = 1.0;
-  config = ReadHfModelConfig(Metadata(bad), "ckpt_x");
+  config = gpt2::ReadModelRecord(Metadata(bad), "ckpt_x");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(Message(config.status()),
@@ -171,7 +172,7 @@ TEST(HfConfigTest, OlderCheckpointsLackVocabSizeAndEpsilon) {
   Value model = TinyModel();
   model.erase("vocab_size");
   model.erase("layernorm_epsilon");
-  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(Metadata(model), "ckpt_x");
+  absl::StatusOr<gpt2::ModelRecord> config = gpt2::ReadModelRecord(Metadata(model), "ckpt_x");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->vocab_size, 0);  // the caller asks for --vocab-size
   EXPECT_EQ(config->padded_vocab_size, 128);
@@ -179,4 +180,4 @@ TEST(HfConfigTest, OlderCheckpointsLackVocabSizeAndEpsilon) {
 }
 
 }  // namespace
-}  // namespace trainer
+}  // namespace tools

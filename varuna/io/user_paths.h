@@ -1,23 +1,31 @@
-// Paths of the trainer: the user's files and the program's bundled data.
+// Paths of a program run by `bazel run`: the user's files and the program's bundled data.
 //
 // Under `bazel run` the program starts in its runfiles tree, not where the user typed the
 // command; Bazel passes the user's directory as BUILD_WORKING_DIRECTORY. Relative paths on the
 // command line therefore resolve against BUILD_WORKING_DIRECTORY when it is set and against
 // the current directory otherwise (running bazel-bin/... directly).
-#ifndef VARUNA_TRAINER_PATHS_H_
-#define VARUNA_TRAINER_PATHS_H_
+#ifndef VARUNA_IO_USER_PATHS_H_
+#define VARUNA_IO_USER_PATHS_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace trainer {
+namespace varuna {
 
-// The directory relative paths are resolved against (see above).
+// The directory relative paths are resolved against (see above): BUILD_WORKING_DIRECTORY of
+// `environment` (NAME -> value) when it is set and not empty, else the current directory.
+std::string UserDirectory(const std::map<std::string, std::string>& environment);
+// The same for this process's environment.
 std::string UserDirectory();
 
-// `path` made absolute against UserDirectory(); "" stays "".
+// `path` made absolute against UserDirectory(environment); "" and absolute paths stay as they
+// are.
+std::string ResolveUserPath(const std::string& path,
+                            const std::map<std::string, std::string>& environment);
+// The same for this process's environment.
 std::string ResolveUserPath(const std::string& path);
 
 // OK if the program can write into directory `path` (creating it and its missing parents
@@ -33,6 +41,6 @@ absl::Status CheckWritableDirectory(const std::string& flag, const std::string& 
 absl::StatusOr<std::string> FindRunfile(const std::string& argv0,
                                         const std::string& workspace_path);
 
-}  // namespace trainer
+}  // namespace varuna
 
-#endif  // VARUNA_TRAINER_PATHS_H_
+#endif  // VARUNA_IO_USER_PATHS_H_

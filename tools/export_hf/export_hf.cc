@@ -1,8 +1,8 @@
 // export_hf: writes a Hugging Face GPT-2 folder (model.safetensors, config.json,
 // tokenizer.model) from a pretrain_gpt2 checkpoint, loadable with transformers'
-// GPT2LMHeadModel.from_pretrained(OUT). See trainer/hf_export.h.
+// GPT2LMHeadModel.from_pretrained(OUT). See tools/export_hf/hf_export.h.
 //
-//   bazel run //trainer:export_hf -- CKPT OUT [--tokenizer-model PATH] [--iteration N]
+//   bazel run //tools/export_hf -- CKPT OUT [--tokenizer-model PATH] [--iteration N]
 //                                             [--vocab-size N]
 //
 // Relative paths resolve against the directory bazel run was started from. Exit status: 0 on
@@ -12,25 +12,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "trainer/hf_export.h"
-#include "trainer/paths.h"
+#include "tools/export_hf/hf_export.h"
+#include "varuna/io/user_paths.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  absl::StatusOr<trainer::HfExportOptions> options = trainer::ParseHfExportArgs(args);
+  absl::StatusOr<tools::HfExportOptions> options = tools::ParseHfExportArgs(args);
   if (!options.ok()) {
     std::fprintf(stderr, "export_hf: error: %s\n%s\n",
-                 std::string(options.status().message()).c_str(), trainer::kHfExportUsage);
+                 std::string(options.status().message()).c_str(), tools::kHfExportUsage);
     return 2;
   }
   if (options->help_requested) {
-    std::printf("%s\nflags:\n%s", trainer::kHfExportUsage, options->flags_help.c_str());
+    std::printf("%s\nflags:\n%s", tools::kHfExportUsage, options->flags_help.c_str());
     return 0;
   }
-  options->checkpoint = trainer::ResolveUserPath(options->checkpoint);
-  options->output_dir = trainer::ResolveUserPath(options->output_dir);
-  options->tokenizer_model = trainer::ResolveUserPath(options->tokenizer_model);
-  absl::StatusOr<trainer::HfExportSummary> summary = trainer::ExportHuggingFace(*options);
+  options->checkpoint = varuna::ResolveUserPath(options->checkpoint);
+  options->output_dir = varuna::ResolveUserPath(options->output_dir);
+  options->tokenizer_model = varuna::ResolveUserPath(options->tokenizer_model);
+  absl::StatusOr<tools::HfExportSummary> summary = tools::ExportHuggingFace(*options);
   if (!summary.ok()) {
     std::fprintf(stderr, "export_hf: error: %s\n", std::string(summary.status().message()).c_str());
     return 1;

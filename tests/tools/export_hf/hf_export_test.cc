@@ -1,4 +1,4 @@
-#include "trainer/hf_export.h"
+#include "tools/export_hf/hf_export.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -22,13 +22,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/config.h"
+#include "models/gpt2/model_record.h"
 #include "models/gpt2/parameter_names.h"
-#include "trainer/hf_config.h"
+#include "tools/export_hf/hf_config.h"
 #include "varuna/checkpoint/files.h"
 #include "varuna/io/json.h"
 #include "varuna/io/safetensors.h"
 
-namespace trainer {
+namespace tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -76,7 +77,7 @@ gpt2::Gpt2Config TinyConfig(int vocab_size = kVocab) {
 // trainer.model as the trainer records it (with an epsilon other than the default).
 Value ModelJson(gpt2::Gpt2Config c) {
   c.layernorm_epsilon = 1e-6;
-  return ModelConfigJson(c);
+  return gpt2::ModelConfigJson(c);
 }
 
 // Distinct values in every element of every tensor, so that a swapped name, a missed
@@ -277,7 +278,7 @@ TEST_F(HfExportTest, ConfigJsonHasTheTrainedDropouts) {
   gpt2::Gpt2Config config = TinyConfig();
   config.hidden_dropout = 0.0;
   config.attention_dropout = 0.05;
-  WriteTinyCheckpoint(7, 0.5f, config, CheckpointModelJson(config));
+  WriteTinyCheckpoint(7, 0.5f, config, gpt2::CheckpointModelJson(config));
   absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(Options(save_dir_));
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_THAT(summary->notes, testing::Not(testing::Contains(HasSubstr("dropout"))));
@@ -654,4 +655,4 @@ TEST(HfExportArgsTest, BadArgumentsAreNamed) {
 }
 
 }  // namespace
-}  // namespace trainer
+}  // namespace tools

@@ -1,6 +1,6 @@
-// A readable report of a checkpoint, the library behind //trainer:inspect_checkpoint:
+// A readable report of a checkpoint, the library behind //tools/inspect_checkpoint:
 //
-//   bazel run //trainer:inspect_checkpoint -- DIR [--iteration N] [--tensors]
+//   bazel run //tools/inspect_checkpoint -- DIR [--iteration N] [--tensors]
 //
 // DIR is either a --save directory or one varuna_ckpt_<n> directory in it.
 //  - For a save directory the report first lists every varuna_ckpt_<n> in it, newest first,
@@ -25,8 +25,8 @@
 //
 // Thread safety: the functions are reentrant; the checkpoint must not be written while it
 // is inspected (the report would then describe a half-written checkpoint as incomplete).
-#ifndef VARUNA_TRAINER_CHECKPOINT_REPORT_H_
-#define VARUNA_TRAINER_CHECKPOINT_REPORT_H_
+#ifndef VARUNA_TOOLS_INSPECT_CHECKPOINT_CHECKPOINT_REPORT_H_
+#define VARUNA_TOOLS_INSPECT_CHECKPOINT_CHECKPOINT_REPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace trainer {
+namespace tools {
 
 // What to inspect. Paths are used as given (the program resolves relative ones).
 struct InspectOptions {
@@ -83,6 +83,6 @@ struct CheckpointInspection {
 // Inspects options.path as described at the top of this file.
 CheckpointInspection InspectCheckpoint(const InspectOptions& options);
 
-}  // namespace trainer
+}  // namespace tools
 
-#endif  // VARUNA_TRAINER_CHECKPOINT_REPORT_H_
+#endif  // VARUNA_TOOLS_INSPECT_CHECKPOINT_CHECKPOINT_REPORT_H_

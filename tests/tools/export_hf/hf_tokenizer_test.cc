@@ -1,4 +1,4 @@
-#include "trainer/hf_tokenizer.h"
+#include "tools/export_hf/hf_tokenizer.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -16,7 +16,7 @@
 #include "varuna/io/json.h"
 #include "varuna/io/posix_file.h"
 
-namespace trainer {
+namespace tools {
 namespace {
 
 using data::PieceType;
@@ -299,4 +299,4 @@ TEST_P(TrainedTokenizerTest, ConvertsWithTheModelsOwnSettings) {
 INSTANTIATE_TEST_SUITE_P(BpeAndUnigram, TrainedTokenizerTest, ::testing::Values("bpe", "unigram"));
 
 }  // namespace
-}  // namespace trainer
+}  // namespace tools

@@ -1,4 +1,4 @@
-#include "trainer/hf_config.h"
+#include "models/gpt2/model_record.h"
 
 #include <optional>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace trainer {
+namespace gpt2 {
 namespace {
 
 using varuna::json::Value;
@@ -41,7 +41,7 @@ absl::StatusOr<double> NumberField(const Value& model, const char* key, double f
 
 }  // namespace
 
-varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& c) {
+varuna::json::Value ModelConfigJson(const Gpt2Config& c) {
   varuna::json::Value out = varuna::json::Value::object();
   out["num_layers"] = c.num_layers;
   out["hidden_size"] = c.hidden_size;
@@ -54,23 +54,23 @@ varuna::json::Value ModelConfigJson(const gpt2::Gpt2Config& c) {
   return out;
 }
 
-varuna::json::Value CheckpointModelJson(const gpt2::Gpt2Config& c) {
+varuna::json::Value CheckpointModelJson(const Gpt2Config& c) {
   varuna::json::Value out = ModelConfigJson(c);
   out["hidden_dropout"] = c.hidden_dropout;
   out["attention_dropout"] = c.attention_dropout;
   return out;
 }
 
-absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std::string& source) {
+absl::StatusOr<ModelRecord> ReadModelRecord(const Value& metadata, const std::string& source) {
   const Value* trainer = varuna::json::Find(metadata, "trainer");
   const Value* model = trainer != nullptr ? varuna::json::Find(*trainer, "model") : nullptr;
   if (model == nullptr || !model->is_object()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", source,
                      " has no model configuration (trainer.model in its metadata): "
-                     "export needs a checkpoint written by //trainer:pretrain_gpt2"));
+                     "it was not written by //trainer:pretrain_gpt2"));
   }
-  HfModelConfig config;
+  ModelRecord config;
   const std::pair<const char*, int64_t*> ints[] = {
       {"num_layers", &config.num_layers},
       {"hidden_size", &config.hidden_size},
@@ -89,7 +89,7 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std
     if (!value.ok()) return value.status();
     config.vocab_size = *value;
   }
-  // Missing ones keep HfModelConfig's defaults.
+  // Missing ones keep ModelRecord's defaults.
   const std::pair<const char*, double*> doubles[] = {
       {"layernorm_epsilon", &config.layernorm_epsilon},
       {"hidden_dropout", &config.hidden_dropout},
@@ -130,39 +130,4 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Value& metadata, const std
   return config;
 }
 
-Value HuggingFaceConfigJson(const HfModelConfig& config, int64_t eos_token_id) {
-  Value out = Value::object();
-  out["model_type"] = "gpt2";
-  out["architectures"] = Value::array({"GPT2LMHeadModel"});
-  out["vocab_size"] = config.vocab_size;
-  out["n_positions"] = config.max_position_embeddings;
-  out["n_ctx"] = config.max_position_embeddings;
-  out["n_embd"] = config.hidden_size;
-  out["n_layer"] = config.num_layers;
-  out["n_head"] = config.num_attention_heads;
-  out["n_inner"] = nullptr;                 // 4 * n_embd, as our MLP
-  out["activation_function"] = "gelu_new";  // tanh-approximated GELU, as our MLP
-  out["resid_pdrop"] = config.hidden_dropout;
-  out["embd_pdrop"] = config.hidden_dropout;
-  out["attn_pdrop"] = config.attention_dropout;
-  out["layer_norm_epsilon"] = config.layernorm_epsilon;
-  out["initializer_range"] = 0.02;
-  out["scale_attn_weights"] = true;
-  out["use_cache"] = true;
-  out["bos_token_id"] = eos_token_id;
-  out["eos_token_id"] = eos_token_id;
-  out["tie_word_embeddings"] = true;
-  out["torch_dtype"] = "float32";
-  return out;
-}
-
-Value HuggingFaceGenerationConfigJson(int64_t bos_token_id, int64_t eos_token_id,
-                                      int64_t pad_token_id) {
-  Value out = Value::object();
-  out["bos_token_id"] = bos_token_id;
-  out["eos_token_id"] = eos_token_id;
-  out["pad_token_id"] = pad_token_id;
-  return out;
-}
-
-}  // namespace trainer
+}  // namespace gpt2

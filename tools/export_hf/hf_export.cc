@@ -1,4 +1,4 @@
-#include "trainer/hf_export.h"
+#include "tools/export_hf/hf_export.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/equal.h>
@@ -22,13 +22,14 @@
 #include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/parameter_names.h"
-#include "trainer/hf_tokenizer.h"
+#include "models/gpt2/model_record.h"
+#include "tools/export_hf/hf_tokenizer.h"
 #include "varuna/checkpoint/files.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/posix_file.h"
 #include "varuna/io/safetensors.h"
 
-namespace trainer {
+namespace tools {
 namespace {
 
 using varuna::FlagParser;
@@ -138,7 +139,7 @@ TokenizerChoice ChooseTokenizer(const HfExportOptions& options, const Value& met
 
 // Converts segment `segment`'s tensors to Hugging Face tensors appended to `out`. Keeps the
 // full wte.weight and lm_head_weight in *wte / *lm_head for the tie check.
-absl::Status ConvertSegment(const HfModelConfig& config, int segment, NamedTensors tensors,
+absl::Status ConvertSegment(const gpt2::ModelRecord& config, int segment, NamedTensors tensors,
                             const std::string& source, NamedTensors* out, at::Tensor* wte,
                             at::Tensor* lm_head) {
   gpt2::Gpt2Config shapes;  // only the sizes SegmentParameters reads
@@ -324,7 +325,7 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
   };
   absl::StatusOr<varuna::CheckpointData> first = read_segment(0);
   if (!first.ok()) return first.status();
-  absl::StatusOr<HfModelConfig> config = ReadHfModelConfig(first->metadata, source.dir);
+  absl::StatusOr<gpt2::ModelRecord> config = gpt2::ReadModelRecord(first->metadata, source.dir);
   if (!config.ok()) return config.status();
 
   // The tokenizer and the real vocabulary size.
@@ -442,4 +443,4 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
   return summary;
 }
 
-}  // namespace trainer
+}  // namespace tools

@@ -9,8 +9,8 @@ set -euo pipefail
 
 runfiles=${RUNFILES_DIR:-$0.runfiles}
 ws=$runfiles/${TEST_WORKSPACE:-varuna}
-reference=$ws/tests/trainer/hf_tokenizer_reference
-check=$ws/tests/trainer/hf_tokenizer_check.py
+reference=$ws/tests/tools/export_hf/hf_tokenizer_reference
+check=$ws/tests/tools/export_hf/hf_tokenizer_check.py
 corpus=$ws/data/corpus/fortunes.jsonl
 site=$runfiles/libtorch
 python=${PYTHON:-python3}

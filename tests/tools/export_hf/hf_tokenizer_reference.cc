@@ -5,7 +5,7 @@
 //       TYPE bpe or unigram: trains a SentencePiece model on CORPUS (as
 //       //data:train_tokenizer does; TYPE bpe-nfkc or unigram-nfkc: with SentencePiece's
 //       defaults instead, nmt_nfkc and extra whitespace removed) into
-//       OUT_DIR/sp.model and writes its Hugging Face files (trainer::HuggingFaceTokenizer)
+//       OUT_DIR/sp.model and writes its Hugging Face files (tools::HuggingFaceTokenizer)
 //       into OUT_DIR, then the reference below
 //   hf_tokenizer_reference CORPUS.jsonl OUT_DIR --model MODEL
 //       the same for an existing model (e.g. an export's tokenizer.model): its Hugging Face
@@ -27,7 +27,7 @@
 #include "data/document_reader.h"
 #include "data/sentencepiece_model.h"
 #include "data/tokenizer_status.h"
-#include "trainer/hf_tokenizer.h"
+#include "tools/export_hf/hf_tokenizer.h"
 #include "varuna/io/json.h"
 #include "varuna/io/posix_file.h"
 
@@ -45,8 +45,8 @@ absl::Status Convert(const std::string& model_file, const std::string& out_dir) 
   absl::StatusOr<data::SentencePieceModel> model =
       data::ParseSentencePieceModel(*bytes, model_file);
   if (!model.ok()) return model.status();
-  absl::StatusOr<trainer::HfTokenizerFiles> files =
-      trainer::HuggingFaceTokenizer(*model, /*model_max_length=*/1024, model_file);
+  absl::StatusOr<tools::HfTokenizerFiles> files =
+      tools::HuggingFaceTokenizer(*model, /*model_max_length=*/1024, model_file);
   if (!files.ok()) return files.status();
   for (const auto& [name, json] :
        {std::make_pair("tokenizer.json", &files->tokenizer),

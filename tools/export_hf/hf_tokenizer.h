@@ -1,4 +1,4 @@
-// The Hugging Face tokenizer files of an export (formats.md 2): a SentencePiece model
+// The Hugging Face tokenizer files of an export (docs/formats.md 2): a SentencePiece model
 // converted to the `tokenizers` library's tokenizer.json, so that transformers'
 // AutoTokenizer.from_pretrained(OUT) loads a PreTrainedTokenizerFast that gives the same ids
 // as SentencePiece and decodes them to the same text, without protobuf or sentencepiece.
@@ -30,8 +30,8 @@
 // SentencePiece's <s>), unk the model's, pad the model's pad piece or else eos.
 //
 // Thread safety: pure functions.
-#ifndef VARUNA_TRAINER_HF_TOKENIZER_H_
-#define VARUNA_TRAINER_HF_TOKENIZER_H_
+#ifndef VARUNA_TOOLS_EXPORT_HF_HF_TOKENIZER_H_
+#define VARUNA_TOOLS_EXPORT_HF_HF_TOKENIZER_H_
 
 #include <cstdint>
 #include <string>
@@ -40,7 +40,7 @@
 #include "data/sentencepiece_model.h"
 #include "varuna/io/json.h"
 
-namespace trainer {
+namespace tools {
 
 struct HfTokenizerFiles {
   varuna::json::Value tokenizer;           // tokenizer.json
@@ -59,6 +59,6 @@ absl::StatusOr<HfTokenizerFiles> HuggingFaceTokenizer(const data::SentencePieceM
                                                       int64_t model_max_length,
                                                       const std::string& source);
 
-}  // namespace trainer
+}  // namespace tools
 
-#endif  // VARUNA_TRAINER_HF_TOKENIZER_H_
+#endif  // VARUNA_TOOLS_EXPORT_HF_HF_TOKENIZER_H_
