@@ -1,5 +1,5 @@
 // GptIndex: the sample index of Megatron-LM's GPT dataset (2020, megatron/data/gpt2_dataset.py
-// and helpers.cpp at commit 28cd66e1a2; shared/formats.md section 1c). It turns a range of
+// and helpers.cpp at commit 28cd66e1a2; docs/formats.md section 1c). It turns a range of
 // documents of varying length into fixed-length samples of seq_length + 1 tokens that run
 // across document boundaries, in a shuffled order, with the same three arrays Megatron
 // builds from the same data, split and seed:

@@ -1,7 +1,7 @@
 // Megatron-LM's memory-mapped indexed dataset ("MMIDIDX"), the token store of GPT
 // pretraining: <prefix>.bin holds every sequence's token ids back to back, <prefix>.idx
 // holds the sequence lengths, their byte offsets in .bin and the document boundaries.
-// The layout is byte-for-byte Megatron's (shared/formats.md, section 1a/1b), so files made
+// The layout is byte-for-byte Megatron's (docs/formats.md, section 1a/1b), so files made
 // by Megatron's tools/preprocess_data.py open here and files written here open in Megatron.
 //
 // .idx layout (little-endian):

@@ -45,11 +45,15 @@ void Register(varuna::FlagParser& parser, std::string& input, data::PreprocessOp
   parser.Add("json-keys", &options.json_key, "The JSON field that holds each document's text.");
   parser.Add("append-eod", &options.append_eod,
              "Append the tokenizer's end-of-document id after every document "
-             "(--append-eod=false to turn off).");
+             "(--no-append-eod to turn off).");
   parser.Add("workers", &options.workers, "Tokenizing threads; 0 means one per hardware thread.",
              "4");
-  parser.Add("log-interval", &options.log_interval, "Print progress every this many documents.",
-             "10000");
+  parser.Add("log-interval", &options.log_interval,
+             "Print progress every this many documents (0: no progress).", "10000");
+  // data::Preprocess checks these too, for its other callers; here a bad value is a bad command
+  // line (exit status 2).
+  parser.SetMinimum("workers", 0);
+  parser.SetMinimum("log-interval", 0);
 }
 
 }  // namespace

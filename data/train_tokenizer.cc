@@ -66,6 +66,8 @@ void Register(varuna::FlagParser& parser, ToolFlags& tool, data::TokenizerTrainO
   parser.Add("input-sentence-size", &options.input_sentence_size,
              "Train on at most this many lines, sampled from the input (0: all).", "300000");
   parser.Add("verbose", &options.verbose, "Print SentencePiece's training log.");
+  parser.SetMinimum("threads", 0);
+  parser.SetMinimum("input-sentence-size", 0);
 }
 
 }  // namespace

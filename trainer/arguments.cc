@@ -37,6 +37,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("split", &a.split, "train,valid,test proportions of the documents");
   p.Add("tokenizer-model", &a.tokenizer_model, "SentencePiece model of the data");
   p.Add("vocab-size", &a.vocab_size, "vocabulary size when no --tokenizer-model is given");
+  p.SetMinimum("vocab-size", 0);
   p.Add("eod-mask-loss", &a.eod_mask_loss, "exclude end-of-document tokens from the loss");
   p.Add("reset-position-ids", &a.reset_position_ids, "restart position ids after each EOD");
   p.Add("reset-attention-mask", &a.reset_attention_mask,
@@ -44,36 +45,63 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("data-cache-path", &a.data_cache_path,
         "directory for the sample-index files (empty: next to the data)");
   p.Add("batch-size", &a.batch_size, "examples per data-parallel replica per step");
+  p.SetMinimum("batch-size", 1);
   p.Add("train-iters", &a.train_iters, "optimizer steps to train");
+  p.SetMinimum("train-iters", 1);
   p.Add("lr", &a.lr, "peak learning rate");
+  p.SetMinimum("lr", 0);
   p.Add("min-lr", &a.min_lr, "learning rate at the end of the decay");
+  p.SetMinimum("min-lr", 0);
   p.Add("lr-decay-style", &a.lr_decay_style, "linear, cosine or constant");
   p.Add("lr-decay-iters", &a.lr_decay_iters, "steps of warmup plus decay (0: --train-iters)");
+  p.SetMinimum("lr-decay-iters", 0);
   p.Add("warmup", &a.warmup, "fraction of --lr-decay-iters spent warming up");
+  p.SetMinimum("warmup", 0);
+  p.SetMaximum("warmup", 1);
   p.Add("weight-decay", &a.weight_decay, "decoupled weight decay (not biases or LayerNorm)");
+  p.SetMinimum("weight-decay", 0);
   p.Add("clip-grad", &a.clip_grad, "clip the global gradient norm to this (0: off)");
+  p.SetMinimum("clip-grad", 0);
   p.Add("adam-beta1", &a.adam_beta1, "Adam beta1");
   p.Add("adam-beta2", &a.adam_beta2, "Adam beta2");
+  for (const char* beta : {"adam-beta1", "adam-beta2"}) {
+    p.SetMinimum(beta, 0);
+    p.SetMaximum(beta, 1, FlagParser::Bound::kExclusive);
+  }
   p.Add("adam-eps", &a.adam_eps, "Adam epsilon");
+  p.SetMinimum("adam-eps", 0, FlagParser::Bound::kExclusive);
   p.Add("seed", &a.seed, "random seed (weights, data order, dropout)");
+  p.SetMinimum("seed", 0);
+  p.SetMaximum("seed", 0xffffffffLL);  // a 32-bit seed
   p.Add("fp16", &a.fp16, "fp16 weights and activations, fp32 master weights, loss scaling");
   p.Add("bf16", &a.bf16, "bf16 weights and activations, fp32 master weights");
   p.Add("loss-scale", &a.loss_scale, "static loss scale for --fp16 (0: dynamic)");
+  p.SetMinimum("loss-scale", 0);
   p.Add("initial-loss-scale", &a.initial_loss_scale, "first dynamic loss scale");
   p.Add("min-loss-scale", &a.min_loss_scale, "lowest dynamic loss scale");
+  for (const char* scale : {"initial-loss-scale", "min-loss-scale"}) {
+    p.SetMinimum(scale, 0, FlagParser::Bound::kExclusive);
+  }
   p.Add("loss-scale-window", &a.loss_scale_window, "steps without overflow before the scale x2");
   p.Add("hysteresis", &a.hysteresis, "overflowing steps tolerated before the scale x0.5");
+  p.SetMinimum("loss-scale-window", 1);
+  p.SetMinimum("hysteresis", 1);
   p.Add("device", &a.device, "cpu or cuda (empty: cuda when present)");
   p.Add("peak-tflops", &a.peak_tflops, "device peak TFLOP/s for MFU (0: built-in table)");
+  p.SetMinimum("peak-tflops", 0);
   p.Add("log-interval", &a.log_interval, "steps between log lines");
   p.Add("eval-interval", &a.eval_interval, "steps between validation runs (0: never)");
   p.Add("eval-iters", &a.eval_iters, "batches per validation run");
   p.Add("exit-interval", &a.exit_interval, "stop after this iteration (0: never)");
+  p.SetMinimum("log-interval", 1);
+  for (const char* name : {"eval-interval", "eval-iters", "exit-interval"}) p.SetMinimum(name, 0);
   p.Add("save", &a.save, "directory for checkpoints");
   p.Add("save-interval", &a.save_interval, "steps between checkpoints (0: only at the end)");
+  p.SetMinimum("save-interval", 0);
   p.Add("load", &a.load, "directory to resume from (newest complete checkpoint)");
   p.Add("load-iteration", &a.resume_step, "resume from this iteration (= --resume_step)");
   p.Add("keep-last", &a.keep_last, "keep only the newest N complete checkpoints (0: all)");
+  p.SetMinimum("keep-last", 0);
   p.Add("checkpoint-tmpdir", &a.checkpoint_tmpdir,
         "stage checkpoints on this local disk, move them to --save in the background");
   p.Add("shard", &a.shard, "the replicas of each stage split the checkpoint writing");
@@ -85,8 +113,10 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("tensorboard-queue-size", &a.tensorboard_queue_size,
         "TensorBoard events held in memory before they are written (they are also written at "
         "every --tensorboard-log-interval)");
+  p.SetMinimum("tensorboard-log-interval", 1);
+  p.SetMinimum("tensorboard-queue-size", 1);
   p.Add("log-loss-scale-to-tensorboard", &a.log_loss_scale_to_tensorboard,
-        "write the loss scale to TensorBoard (--no-log-loss-scale-to-tensorboard: do not)");
+        "write the loss scale to TensorBoard");
   p.Add("log-validation-ppl-to-tensorboard", &a.log_validation_ppl_to_tensorboard,
         "also write the validation and test perplexity to TensorBoard");
   p.Add("log-memory-to-tensorboard", &a.log_memory_to_tensorboard,
@@ -96,6 +126,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("varuna", &a.varuna, "run under the Varuna engine (always on; accepted for scripts)");
   p.Add("stage_to_rank_map", &a.stage_to_rank_map, "Varuna stage map, e.g. \"0,2;1,3;\"");
   p.Add("chunk_size", &a.chunk_size, "micro-batch size (0: --batch-size)");
+  p.SetMinimum("chunk_size", 0);
   p.Add("stage-segments", &a.stage_segments_text,
         "layers per pipeline stage in stage order, e.g. 1,1,2 (empty: an even split; the "
         "launcher sets it from a profile)");
@@ -126,11 +157,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "whole [tokens, vocab] logits (the same loss, less memory)");
   p.Add("bias-dropout-fusion", &a.bias_dropout_fusion,
         "each residual add as one fused op: the output projection without its bias, then bias, "
-        "dropout and the residual add in one pass (the same model; on by default)");
-  p.Add("no-bias-dropout-fusion", &a.no_bias_dropout_fusion,
-        "turn --bias-dropout-fusion off: the unfused linear + dropout + add");
+        "dropout and the residual add in one pass (the same model; on by default; "
+        "--no-bias-dropout-fusion: the unfused linear + dropout + add)");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
+  p.SetMinimum("distributed-timeout-minutes", 1);
   p.Add("heartbeat-timeout-seconds", &a.heartbeat_timeout_seconds,
         "a rank silent this long (stopped, frozen, unreachable) is named and the job ends; 0: "
         "no heartbeat");
@@ -141,75 +172,32 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "the data-parallel gradient all-reduce: nccl, gloo, or auto (nccl on CUDA)");
   p.Add("overlap-grad-reduce", &a.overlap_grad_reduce,
         "start each gradient bucket's data-parallel all-reduce during the step's last backward "
-        "(default on; the same gradients as without)");
-  p.Add("no-overlap-grad-reduce", &a.no_overlap_grad_reduce,
-        "all-reduce the gradients over the replicas after the pipeline instead");
+        "(default on; the same gradients as without; --no-overlap-grad-reduce: all-reduce the "
+        "gradients over the replicas after the pipeline instead)");
 }
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
+// The checks that relate several flags or are special; each flag's own bounds are the parser's
+// (Register).
 absl::Status Validate(const TrainerArguments& a) {
-  if (a.batch_size < 1) {
-    return Invalid(absl::StrCat("--batch-size=", a.batch_size, " must be at least 1"));
-  }
-  if (a.train_iters < 1) {
-    return Invalid(absl::StrCat("--train-iters=", a.train_iters, " must be at least 1"));
-  }
-  if (a.lr < 0 || a.min_lr < 0 || a.min_lr > a.lr) {
-    return Invalid(absl::StrCat("--lr=", a.lr, " and --min-lr=", a.min_lr,
-                                " must satisfy 0 <= --min-lr <= --lr"));
-  }
-  if (a.lr_decay_iters < 0) {
-    return Invalid(absl::StrCat("--lr-decay-iters=", a.lr_decay_iters, " must be >= 0"));
-  }
-  if (a.warmup < 0 || a.warmup > 1) {
-    return Invalid(absl::StrCat("--warmup=", a.warmup,
-                                " is a fraction of --lr-decay-iters: use a value in [0, 1]"));
+  if (a.min_lr > a.lr) {
+    return Invalid(
+        absl::StrCat("--min-lr=", a.min_lr, " is above --lr=", a.lr,
+                     ": the learning rate decays to --min-lr, so give --min-lr <= --lr"));
   }
   if (absl::StatusOr<LrDecayStyle> style = ParseLrDecayStyle(a.lr_decay_style); !style.ok()) {
     return style.status();
   }
-  if (a.weight_decay < 0) {
-    return Invalid(absl::StrCat("--weight-decay=", a.weight_decay, " must be >= 0"));
-  }
-  if (a.clip_grad < 0) {
-    return Invalid(absl::StrCat("--clip-grad=", a.clip_grad, " must be >= 0 (0 turns it off)"));
-  }
-  if (a.adam_beta1 < 0 || a.adam_beta1 >= 1 || a.adam_beta2 < 0 || a.adam_beta2 >= 1) {
-    return Invalid(absl::StrCat("--adam-beta1=", a.adam_beta1, " and --adam-beta2=", a.adam_beta2,
-                                " must lie in [0, 1)"));
-  }
-  if (a.adam_eps <= 0) return Invalid(absl::StrCat("--adam-eps=", a.adam_eps, " must be > 0"));
-  if (a.seed < 0 || a.seed > 0xffffffffLL) {
-    return Invalid(absl::StrCat("--seed=", a.seed, " must lie in [0, 2^32)"));
-  }
   if (a.fp16 && a.bf16) return Invalid("--fp16 and --bf16 exclude each other: choose one");
-  if (a.loss_scale < 0 || a.initial_loss_scale <= 0 || a.min_loss_scale <= 0 ||
-      a.min_loss_scale > a.initial_loss_scale) {
-    return Invalid(absl::StrCat("--loss-scale=", a.loss_scale, ", --initial-loss-scale=",
-                                a.initial_loss_scale, ", --min-loss-scale=", a.min_loss_scale,
-                                ": need --loss-scale >= 0 and 0 < --min-loss-scale <= "
-                                "--initial-loss-scale"));
-  }
-  if (a.loss_scale_window < 1 || a.hysteresis < 1) {
-    return Invalid(absl::StrCat("--loss-scale-window=", a.loss_scale_window,
-                                " and --hysteresis=", a.hysteresis, " must be at least 1"));
+  if (a.min_loss_scale > a.initial_loss_scale) {
+    return Invalid(absl::StrCat("--min-loss-scale=", a.min_loss_scale,
+                                " is above --initial-loss-scale=", a.initial_loss_scale,
+                                ": give --min-loss-scale <= --initial-loss-scale"));
   }
   if (!a.device.empty() && a.device != "cpu" && a.device != "cuda") {
     return Invalid(absl::StrCat("--device=", a.device, " is not a device: use cpu or cuda"));
   }
-  if (a.peak_tflops < 0) {
-    return Invalid(absl::StrCat("--peak-tflops=", a.peak_tflops, " must be >= 0"));
-  }
-  for (const auto& [name, value] :
-       {std::pair<const char*, int64_t>{"--log-interval", a.log_interval},
-        {"--eval-interval", a.eval_interval},
-        {"--eval-iters", a.eval_iters},
-        {"--exit-interval", a.exit_interval},
-        {"--save-interval", a.save_interval}}) {
-    if (value < 0) return Invalid(absl::StrCat(name, "=", value, " must be >= 0"));
-  }
-  if (a.log_interval < 1) return Invalid("--log-interval=0: use at least 1");
   if (a.eval_interval > 0 && a.eval_iters < 1) {
     return Invalid("--eval-iters must be at least 1 when --eval-interval is set");
   }
@@ -228,13 +216,12 @@ absl::Status Validate(const TrainerArguments& a) {
                                   " out to use the value of --preset=", a.preset));
     }
   }
-  if (a.vocab_size < 0) return Invalid("--vocab-size must be >= 0");
   if (!a.data_path.empty() && a.tokenizer_model.empty() && a.vocab_size == 0) {
     return Invalid(absl::StrCat("--data-path=", a.data_path,
                                 " needs the data's vocabulary: give --tokenizer-model=FILE "
                                 "(SentencePiece) or --vocab-size=N"));
   }
-  if (a.chunk_size < 0 || a.chunk_size > a.batch_size) {
+  if (a.chunk_size > a.batch_size) {
     return Invalid(absl::StrCat("--chunk_size=", a.chunk_size,
                                 " must be between 1 and --batch-size=", a.batch_size,
                                 " (or 0 for one micro-batch)"));
@@ -255,17 +242,9 @@ absl::Status Validate(const TrainerArguments& a) {
       return Invalid(absl::StrCat(flag, "=", value, " is not a backend: use nccl, gloo or auto"));
     }
   }
-  if (a.distributed_timeout_minutes < 1) {
-    return Invalid(absl::StrCat("--distributed-timeout-minutes=", a.distributed_timeout_minutes,
-                                " must be at least 1"));
-  }
   if (a.heartbeat_timeout_seconds < 0 || a.heartbeat_timeout_seconds == 1) {
     return Invalid(absl::StrCat("--heartbeat-timeout-seconds=", a.heartbeat_timeout_seconds,
                                 " must be 0 (off) or at least 2"));
-  }
-  if (a.keep_last < 0) {
-    return Invalid(
-        absl::StrCat("--keep-last=", a.keep_last, " must be >= 1 (or 0 to keep every checkpoint)"));
   }
   for (const auto& [flag, given] : {std::pair<const char*, bool>{"--keep-last", a.keep_last > 0},
                                     {"--checkpoint-tmpdir", !a.checkpoint_tmpdir.empty()},
@@ -273,11 +252,6 @@ absl::Status Validate(const TrainerArguments& a) {
     if (given && a.save.empty()) {
       return Invalid(absl::StrCat(flag, " needs --save=DIR (where checkpoints go)"));
     }
-  }
-  if (a.tensorboard_log_interval < 1 || a.tensorboard_queue_size < 1) {
-    return Invalid(absl::StrCat("--tensorboard-log-interval=", a.tensorboard_log_interval,
-                                " and --tensorboard-queue-size=", a.tensorboard_queue_size,
-                                " must be at least 1"));
   }
   if (a.tensorboard_dir.empty()) {
     for (const auto& [flag, given] :
@@ -386,19 +360,7 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   TrainerArguments a;
   FlagParser parser;
   Register(parser, a);
-  // Megatron's switch that turns a default-on TensorBoard scalar off.
-  bool no_loss_scale = false;
-  parser.Add("no-log-loss-scale-to-tensorboard", &no_loss_scale,
-             "do not write the loss scale to TensorBoard");
   if (absl::Status status = parser.Parse(args); !status.ok()) return status;
-  if (no_loss_scale) {
-    if (parser.WasSet("log-loss-scale-to-tensorboard") && a.log_loss_scale_to_tensorboard) {
-      return Invalid(
-          "--log-loss-scale-to-tensorboard and --no-log-loss-scale-to-tensorboard contradict "
-          "each other: give one");
-    }
-    a.log_loss_scale_to_tensorboard = false;
-  }
   if (parser.help_requested()) {
     a.help_requested = true;
     a.help = parser.Help();
@@ -409,20 +371,6 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
         "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
         "metrics-file", "tokenizer-model", "warmup"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
-  }
-  if (a.no_bias_dropout_fusion) {
-    if (parser.WasSet("bias-dropout-fusion") && a.bias_dropout_fusion) {
-      return Invalid(
-          "--bias-dropout-fusion and --no-bias-dropout-fusion were both given: keep one");
-    }
-    a.bias_dropout_fusion = false;
-  }
-  if (a.no_overlap_grad_reduce) {
-    if (parser.WasSet("overlap-grad-reduce") && a.overlap_grad_reduce) {
-      return Invalid(
-          "--overlap-grad-reduce and --no-overlap-grad-reduce contradict each other: give one");
-    }
-    a.overlap_grad_reduce = false;
   }
   if (a.data_path.empty()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;

@@ -1,5 +1,8 @@
 // TrainerArguments: every flag of //trainer:pretrain_gpt2, with Megatron's and Varuna's
-// spellings and defaults, parsed and validated once at start-up.
+// spellings and defaults, parsed and validated once at start-up. The parser
+// (varuna/flags/flag_parser.h) checks each flag's own bounds and gives every boolean flag its
+// --no-X form (Megatron's --no-bias-dropout-fusion, --no-overlap-grad-reduce,
+// --no-log-loss-scale-to-tensorboard); ParseArguments then checks the flags together.
 #ifndef VARUNA_TRAINER_ARGUMENTS_H_
 #define VARUNA_TRAINER_ARGUMENTS_H_
 
@@ -109,7 +112,6 @@ struct TrainerArguments {
   // off): each residual add runs c_proj without its bias, then bias + dropout + add in one op
   // (varuna/kernels/bias_dropout_add.h). The same model either way.
   bool bias_dropout_fusion = true;
-  bool no_bias_dropout_fusion = false;  // --no-bias-dropout-fusion, folded into the above
   int distributed_timeout_minutes = 10;
   // A rank whose heartbeat (varuna/comm/heartbeat.h) stops for this long is reported by name
   // and the job ends, long before the distributed timeout. 0: no heartbeat.
@@ -123,7 +125,6 @@ struct TrainerArguments {
   // starts during the last backward of the step (VarunaOptions::overlap_grad_reduce). On by
   // default; --no-overlap-grad-reduce reduces after the pipeline instead (same gradients).
   bool overlap_grad_reduce = true;
-  bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce, folded into the above
 
   // No --data-path: the sample run on the bundled corpus, whose defaults ParseArguments
   // applies to the flags not given (see README).
@@ -138,7 +139,8 @@ struct TrainerArguments {
 };
 
 // Parses and validates `args` (without the program name). InvalidArgument names the flag and
-// says what to do. Relative paths are returned as given (see ResolveUserPath in varuna/io/user_paths.h).
+// says what to do. Relative paths are returned as given (see ResolveUserPath in
+// varuna/io/user_paths.h).
 absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& args);
 
 }  // namespace trainer

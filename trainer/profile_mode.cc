@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -16,9 +18,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "models/gpt2/model_record.h"
+#include "trainer/attention_backend.h"
+#include "trainer/device_name.h"
+#include "trainer/setup.h"
 #include "varuna/comm/status_agreement.h"
 #include "varuna/comm/world.h"
 #include "varuna/io/json.h"
+#include "varuna/io/user_paths.h"
 #include "varuna/planning/comm_profiler.h"
 #include "varuna/planning/compute_profiler.h"
 #include "varuna/planning/profile.h"
@@ -31,13 +37,8 @@ std::string ModelDifferences(const std::string& saved_text, const varuna::json::
   absl::StatusOr<varuna::json::Value> saved = varuna::json::Parse(saved_text);
   if (!saved.ok() || !saved->is_object()) return "the profile's model is not a JSON object";
   std::vector<std::string> differences;
-  for (const auto& [key, value] : now.items()) {
-    const varuna::json::Value* old = varuna::json::Find(*saved, key);
-    const std::string old_text = old ? varuna::json::Serialize(*old) : "missing";
-    const std::string now_text = varuna::json::Serialize(value);
-    if (old_text != now_text) {
-      differences.push_back(absl::StrCat(key, ": profile ", old_text, ", now ", now_text));
-    }
+  for (const gpt2::ModelRecordDifference& d : gpt2::ModelRecordDifferences(*saved, now)) {
+    differences.push_back(absl::StrCat(d.key, ": profile ", d.saved, ", now ", d.now));
   }
   return absl::StrJoin(differences, "; ");
 }
@@ -330,6 +331,53 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
     log.Info(absl::StrCat("> communication curves: ", DescribeCurves(result)));
   }
   return absl::OkStatus();
+}
+
+absl::Status RunProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                            const varuna::VarunaOptions& engine,
+                            const varuna::LaunchEnvironment& launch,
+                            const std::vector<std::string>& mode_lines) {
+  // The sample run's default metrics file is for training; profiling writes one only if asked.
+  const bool rank0 = engine.rank == 0;
+  const std::string metrics = !rank0 || (a.sample_run && !a.WasGiven("metrics-file"))
+                                  ? ""
+                                  : varuna::ResolveUserPath(a.metrics_file);
+  absl::StatusOr<std::unique_ptr<TrainingLog>> log =
+      TrainingLog::Open(rank0 ? stdout : nullptr, metrics);
+  if (!log.ok()) return log.status();
+  std::unique_ptr<varuna::comm::World> world;
+  const int world_size = launch.world_size.value_or(1);
+  if (world_size > 1) {
+    absl::StatusOr<std::unique_ptr<varuna::comm::World>> joined =
+        JoinWorld(a, engine, launch, world_size, /*stop_requested=*/nullptr);
+    if (!joined.ok()) return joined.status();
+    world = *std::move(joined);
+    if (!launch.local_world_size) {
+      (*log)->Info(
+          "> LOCAL_WORLD_SIZE is not set: every process counts as a node of its own for the "
+          "communication curves");
+    }
+  }
+  for (const std::string& line : mode_lines) (*log)->Info(line);
+  absl::StatusOr<AttentionChoice> attention =
+      ChooseAttentionBackend(a.attention_backend, engine.device, engine.dtype, config,
+                             /*micro_batch=*/a.profile_micro_batch_sizes.back(), a.deterministic);
+  if (!attention.ok()) return attention.status();
+  (*log)->Info(absl::StrCat("> attention: ", attention->reason));
+  ProfileModeOptions options;
+  options.dir = varuna::ResolveUserPath(a.profile_dir.empty() ? a.save : a.profile_dir);
+  options.micro_batch_sizes = a.profile_micro_batch_sizes;
+  options.segments = a.profile_segments;
+  options.device = engine.device;
+  options.device_name = DeviceName(engine.device);
+  options.dtype = engine.dtype;
+  options.seed = static_cast<uint64_t>(a.seed);
+  options.execution.attention = attention->backend;
+  options.execution.bias_dropout_fusion = a.bias_dropout_fusion;
+  options.world = world.get();
+  options.gpus_per_node = launch.local_world_size.value_or(1);
+  at::manual_seed(a.seed);
+  return RunProfiling(config, options, **log);
 }
 
 }  // namespace trainer

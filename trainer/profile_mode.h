@@ -1,6 +1,7 @@
 // --profiling: Varuna's profile mode in the trainer. Instead of training, it measures every
 // cut-point segment of the model at each --profile-micro-batches size on this process's device
-// (varuna/profiler.h) and writes the profile (varuna/profile.h) to --profile-dir (or --save),
+// (varuna/planning/compute_profiler.h) and writes the profile (varuna/planning/profile.h) to
+// --profile-dir (or --save),
 // which the simulator and auto-configuration read.
 //
 // An existing profile in the directory is extended: only the (segment, size) pairs it lacks
@@ -14,7 +15,7 @@
 // A launched job (options.world set, every rank calls RunProfiling with the same options): the
 // segments the profile lacks are shared round-robin (the i-th missing segment goes to rank
 // i mod world size); each rank writes what it measured into <dir>/.rank_<r>; then all ranks
-// measure the communication curves (varuna/comm_profiler.h) with the activation bytes that
+// measure the communication curves (varuna/planning/comm_profiler.h) with the activation bytes that
 // cross a cut at each micro-batch size (b * seq_length * hidden_size * element size) as message
 // sizes; then rank 0 merges the ranks' segments and the curves into the profile, writes it and
 // removes the .rank_* directories. --profile-dir must therefore be a directory every rank sees
@@ -37,7 +38,10 @@
 #include "absl/status/status.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/model.h"
+#include "trainer/arguments.h"
 #include "trainer/training_log.h"
+#include "varuna/launch/environment.h"
+#include "varuna/varuna.h"
 
 namespace varuna::comm {
 class World;
@@ -70,6 +74,15 @@ struct ProfileModeOptions {
 // a world: the lowest failing rank's, on every rank).
 absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptions& options,
                           TrainingLog& log);
+
+// pretrain_gpt2 --profiling: RunProfiling with the options of the flags, on one process or,
+// when launched (WORLD_SIZE > 1 in `launch`), on every rank of the job, which it joins; the
+// stage map plays no part. Logs on rank 0 (and to --metrics-file when it was given), including
+// `mode_lines` (what --deterministic set). RunProfiling's errors, or joining's.
+absl::Status RunProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& config,
+                            const varuna::VarunaOptions& engine,
+                            const varuna::LaunchEnvironment& launch,
+                            const std::vector<std::string>& mode_lines);
 
 }  // namespace trainer
 

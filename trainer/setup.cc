@@ -21,9 +21,9 @@
 #include "data/dataset_tokenizer.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/summary.h"
-#include "varuna/io/user_paths.h"
 #include "trainer/sample_corpus.h"
 #include "varuna/checkpoint/manifest.h"
+#include "varuna/io/user_paths.h"
 #include "varuna/pipeline/schedule.h"
 
 namespace trainer {
@@ -94,7 +94,8 @@ absl::StatusOr<int> CudaDeviceOf(int local_rank, const varuna::VarunaOptions& op
 // "pipeline and tied weights over nccl, data parallel over gloo (host-staged); ..." for the
 // log: the backends in effect (of the groups the layout has) and, where local ranks
 // (LOCAL_WORLD_SIZE) outnumber the visible GPUs, how they share them.
-std::string DescribeTransport(const varuna::VarunaOptions& engine) {
+std::string DescribeTransport(const varuna::VarunaOptions& engine,
+                              const varuna::LaunchEnvironment& launch) {
   auto name = [&](varuna::comm::Backend backend) -> std::string {
     if (backend == varuna::comm::Backend::kNccl) return "nccl";
     return engine.device.is_cuda() ? "gloo (host-staged)" : "gloo";
@@ -110,10 +111,7 @@ std::string DescribeTransport(const varuna::VarunaOptions& engine) {
   std::string text = absl::StrJoin(parts, ", ");
   if (!engine.device.is_cuda()) return text;
   const int gpus = static_cast<int>(at::getNumGPUs());
-  int local_ranks = 0;
-  if (const char* env = std::getenv("LOCAL_WORLD_SIZE"); env != nullptr) {
-    if (!absl::SimpleAtoi(env, &local_ranks)) local_ranks = 0;
-  }
+  const int local_ranks = launch.local_world_size.value_or(0);
   if (local_ranks > gpus) {
     absl::StrAppend(&text, "; ", local_ranks, " local ranks share ", gpus,
                     " visible GPU(s): local rank i runs on cuda:(i mod ", gpus, ")");
@@ -121,29 +119,16 @@ std::string DescribeTransport(const varuna::VarunaOptions& engine) {
   return text;
 }
 
-// `flag` when it is set (>= 0), else the environment variable `name`, else 0.
-absl::StatusOr<int> FlagOrEnvironment(int flag, const char* name) {
-  if (flag >= 0) return flag;
-  const char* text = std::getenv(name);
-  int value = 0;
-  if (text != nullptr && !absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the environment variable ", name, "=\"", text, "\" is not a rank"));
-  }
-  return value;
-}
-
 }  // namespace
 
-absl::StatusOr<int> ProcessRank(const TrainerArguments& a) {
-  return FlagOrEnvironment(a.rank, "RANK");
+int ProcessRank(const TrainerArguments& a, const varuna::LaunchEnvironment& launch) {
+  return a.rank >= 0 ? a.rank : launch.rank;
 }
 
-absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(const TrainerArguments& a) {
+absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(
+    const TrainerArguments& a, const varuna::LaunchEnvironment& launch) {
   if (a.tensorboard_dir.empty() || a.profiling || a.print_model_summary) return nullptr;
-  absl::StatusOr<int> rank = ProcessRank(a);
-  if (!rank.ok()) return rank.status();
-  if (*rank != 0) return nullptr;
+  if (ProcessRank(a, launch) != 0) return nullptr;
   TensorBoardOptions options;
   options.dir = ResolveUserPath(a.tensorboard_dir);
   options.log_interval = a.tensorboard_log_interval;
@@ -155,31 +140,27 @@ absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(const Trainer
   return TensorBoardLog::Open(options);
 }
 
-absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
+absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a,
+                                                    const varuna::LaunchEnvironment& launch) {
   varuna::VarunaOptions options;
-  const auto from_env = FlagOrEnvironment;
-  absl::StatusOr<int> rank = from_env(a.rank, "RANK");
-  if (!rank.ok()) return rank.status();
-  absl::StatusOr<int> local_rank = from_env(a.local_rank, "LOCAL_RANK");
-  if (!local_rank.ok()) return local_rank.status();
-  absl::StatusOr<int> world_size = from_env(-1, "WORLD_SIZE");
-  if (!world_size.ok()) return world_size.status();
+  const int local_rank = a.local_rank >= 0 ? a.local_rank : launch.local_rank;
+  const int world_size = launch.world_size.value_or(0);
   if (!a.stage_to_rank_map.empty()) {
     absl::StatusOr<varuna::StageMap> map = varuna::StageMap::Parse(a.stage_to_rank_map);
     if (!map.ok()) return map.status();
     options.stage_map = *map;
-    if (*world_size > 0 && *world_size != map->world_size()) {
+    if (world_size > 0 && world_size != map->world_size()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", map->world_size(),
-          " ranks but WORLD_SIZE=", *world_size, ": start as many processes as the map has"));
+          " ranks but WORLD_SIZE=", world_size, ": start as many processes as the map has"));
     }
-  } else if (*world_size > 1) {
-    options.stage_map = varuna::StageMap::Uniform(1, *world_size);  // Data parallel only.
+  } else if (world_size > 1) {
+    options.stage_map = varuna::StageMap::Uniform(1, world_size);  // Data parallel only.
   }
   absl::StatusOr<varuna::ScheduleKind> schedule = varuna::ParseScheduleKind(a.schedule);
   if (!schedule.ok()) return schedule.status();
   options.schedule = *schedule;
-  options.rank = *rank;
+  options.rank = ProcessRank(a, launch);
   options.batch_size = a.batch_size;
   options.chunk_size = a.chunk_size;
   options.stage_segments = a.stage_segments;
@@ -196,10 +177,20 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a) {
   options.overlap_grad_reduce = a.overlap_grad_reduce;
   options.device = c10::Device(c10::kCPU);
   if (cuda) {
-    absl::StatusOr<int> index = CudaDeviceOf(*local_rank, options);
+    absl::StatusOr<int> index = CudaDeviceOf(local_rank, options);
     if (!index.ok()) return index.status();
     options.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*index));
   }
+  return options;
+}
+
+LrScheduleOptions LearningRateSchedule(const TrainerArguments& a) {
+  LrScheduleOptions options;
+  options.max_lr = a.lr;
+  options.min_lr = a.min_lr;
+  options.style = *ParseLrDecayStyle(a.lr_decay_style);  // checked by ParseArguments
+  options.decay_steps = a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters;
+  options.warmup_steps = static_cast<int64_t>(a.warmup * static_cast<double>(options.decay_steps));
   return options;
 }
 
@@ -259,13 +250,14 @@ absl::StatusOr<bool> HasCheckpointToLoad(const TrainerArguments& a) {
 }  // namespace
 
 absl::StatusOr<bool> CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                              const varuna::VarunaOptions& engine) {
+                              const varuna::VarunaOptions& engine,
+                              const varuna::LaunchEnvironment& launch) {
   if (absl::Status status = varuna::Varuna::ValidateOptions(engine, config.num_layers);
       !status.ok()) {
     return status;
   }
   const int world_size = engine.stage_map.world_size();
-  if (world_size > 1 && std::getenv("WORLD_SIZE") == nullptr) {
+  if (world_size > 1 && !launch.launched()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--stage_to_rank_map=\"", a.stage_to_rank_map, "\" has ", world_size,
         " ranks but this process was started alone (WORLD_SIZE is not set): start the job "
@@ -314,20 +306,13 @@ absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const st
 }
 
 absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
-    const TrainerArguments& a, const varuna::VarunaOptions& engine, int world_size,
-    std::function<bool()> stop_requested) {
+    const TrainerArguments& a, const varuna::VarunaOptions& engine,
+    const varuna::LaunchEnvironment& launch, int world_size, std::function<bool()> stop_requested) {
   varuna::comm::WorldOptions options;
   options.rank = engine.rank;
   options.world_size = world_size;
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr) {
-    options.master_addr = addr;
-  }
-  if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port) {
-    if (!absl::SimpleAtoi(port, &options.master_port)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the environment variable MASTER_PORT=\"", port, "\" is not a port"));
-    }
-  }
+  if (!launch.master_addr.empty()) options.master_addr = launch.master_addr;
+  if (launch.master_port > 0) options.master_port = launch.master_port;
   options.backend = varuna::comm::Backend::kGloo;  // The world group agrees on CPU values.
   options.timeout = std::chrono::minutes(a.distributed_timeout_minutes);
   options.cuda_device = engine.device.is_cuda() ? engine.device.index() : 0;
@@ -335,20 +320,20 @@ absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
   return varuna::comm::World::Join(options);
 }
 
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
-                                                             varuna::VarunaOptions& engine,
-                                                             TrainingLog& log,
-                                                             std::function<bool()> stop_requested) {
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(
+    const TrainerArguments& a, varuna::VarunaOptions& engine,
+    const varuna::LaunchEnvironment& launch, TrainingLog& log,
+    std::function<bool()> stop_requested) {
   const int world_size = engine.stage_map.world_size();
   if (world_size == 1) return nullptr;
   absl::StatusOr<std::unique_ptr<varuna::comm::World>> world =
-      JoinWorld(a, engine, world_size, std::move(stop_requested));
+      JoinWorld(a, engine, launch, world_size, std::move(stop_requested));
   if (!world.ok()) return world.status();
   engine.world = world->get();
   log.Info(absl::StrFormat("> joined a job of %d processes: %d stages x %d replicas (%s); %s",
                            world_size, engine.stage_map.num_stages(),
                            engine.stage_map.num_replicas(), engine.stage_map.ToString(),
-                           DescribeTransport(engine)));
+                           DescribeTransport(engine, launch)));
   return world;
 }
 

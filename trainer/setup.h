@@ -19,10 +19,12 @@
 #include "trainer/arguments.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/tensorboard_log.h"
 #include "trainer/training_log.h"
 #include "varuna/comm/heartbeat.h"
 #include "varuna/comm/world.h"
+#include "varuna/launch/environment.h"
 #include "varuna/varuna.h"
 
 namespace trainer {
@@ -45,40 +47,48 @@ absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a);
 // The model: --preset with the model flags given over it, for `vocab_size` tokens, validated.
 absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t vocab_size);
 
-// The engine's options from the flags and torchrun's environment (RANK, LOCAL_RANK,
-// WORLD_SIZE): stage map, rank, batch, device and dtype. The world is not joined yet.
-absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a);
+// The engine's options from the flags and the launcher's environment (`launch`: RANK,
+// LOCAL_RANK, WORLD_SIZE, read once by the program): stage map, rank, batch, device and dtype.
+// --rank and --local_rank, when given, win over RANK and LOCAL_RANK. The world is not joined
+// yet.
+absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a,
+                                                    const varuna::LaunchEnvironment& launch);
+
+// The learning-rate schedule of the flags (--lr, --min-lr, --lr-decay-style, --lr-decay-iters,
+// --warmup), whose steps are applied optimizer steps.
+LrScheduleOptions LearningRateSchedule(const TrainerArguments& a);
 
 // InvalidArgument when a flag needs the EOD token (--eod-mask-loss, --reset-position-ids,
 // --reset-attention-mask) and no tokenizer gives it.
 absl::Status CheckEodToken(const TrainerArguments& a, const Vocabulary& vocabulary);
 
 // What can be checked before a training run writes anything: the engine's options against the
-// model, a multi-rank map started without a launcher, that --save and --checkpoint-tmpdir can
-// be written, and the checkpoint --load names. Returns whether --load names a checkpoint to
-// resume from: false without --load, and when its directory does not exist yet or holds no
-// varuna_ckpt_<n> directory and no tracker file (the run then starts from scratch, as
+// model, a multi-rank map started without a launcher (no WORLD_SIZE in `launch`), that --save and
+// --checkpoint-tmpdir can be written, and the checkpoint --load names. Returns whether --load names
+// a checkpoint to resume from: false without --load, and when its directory does not exist yet or
+// holds no varuna_ckpt_<n> directory and no tracker file (the run then starts from scratch, as
 // Megatron's does, so that a command with --load=DIR --save=DIR can be re-run after a crash
 // before its first checkpoint). Errors: InvalidArgument when --load names a file or one
 // varuna_ckpt_<n> directory (the message gives the flags to use instead); NotFound or DataLoss
 // when --load-iteration's checkpoint is missing or damaged, or when DIR holds checkpoints and
 // none is complete and intact.
 absl::StatusOr<bool> CheckRun(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                              const varuna::VarunaOptions& engine);
+                              const varuna::VarunaOptions& engine,
+                              const varuna::LaunchEnvironment& launch);
 
 // The log (stdout and the metrics file, on rank 0 only). A fresh sample run starts a fresh
 // metrics file in the sample folder; a resumed one continues it.
 absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArguments& a, bool rank0);
 
-// This process's rank: --rank, else the environment's RANK, else 0. InvalidArgument for a RANK
-// that is not a number.
-absl::StatusOr<int> ProcessRank(const TrainerArguments& a);
+// This process's rank: --rank, else the launcher's RANK, else 0.
+int ProcessRank(const TrainerArguments& a, const varuna::LaunchEnvironment& launch);
 
 // The TensorBoard log of --tensorboard-dir, on rank 0 (the rank that logs); null without the
 // flag, on the other ranks, and for --profiling and --print-model-summary, which train nothing.
 // pretrain_gpt2 opens it before anything else and exits with status 2 on an error (a directory
 // it cannot create or write), as for a bad flag.
-absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(const TrainerArguments& a);
+absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(
+    const TrainerArguments& a, const varuna::LaunchEnvironment& launch);
 
 // Where the training data and tokenizer are: the flags', or for the sample run the bundled
 // corpus, which rank 0 tokenizes and preprocesses on first use (the other ranks wait for it).
@@ -91,19 +101,19 @@ absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const st
                                              bool rank0, TrainingLog& log,
                                              const std::function<bool()>& stop_requested);
 
-// Joins the job of `world_size` processes started by //varuna:launch (or by hand with RANK,
-// WORLD_SIZE, MASTER_ADDR and MASTER_PORT). Once `stop_requested` (may be null) returns true,
-// joining, and creating the world's groups later, end with Cancelled.
+// Joins the job of `world_size` processes started by //varuna:launch, torchrun, or by hand
+// with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (`launch`). Once `stop_requested` (may be
+// null) returns true, joining, and creating the world's groups later, end with Cancelled.
 absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
-    const TrainerArguments& a, const varuna::VarunaOptions& engine, int world_size,
-    std::function<bool()> stop_requested);
+    const TrainerArguments& a, const varuna::VarunaOptions& engine,
+    const varuna::LaunchEnvironment& launch, int world_size, std::function<bool()> stop_requested);
 
 // JoinWorld for a training job: nothing for a single process; otherwise joins, points
 // engine->world at the world and logs the layout.
-absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(const TrainerArguments& a,
-                                                             varuna::VarunaOptions& engine,
-                                                             TrainingLog& log,
-                                                             std::function<bool()> stop_requested);
+absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinJob(
+    const TrainerArguments& a, varuna::VarunaOptions& engine,
+    const varuna::LaunchEnvironment& launch, TrainingLog& log,
+    std::function<bool()> stop_requested);
 
 // With --heartbeat-timeout-seconds and a job of several processes, this rank's heartbeat
 // (varuna/comm/heartbeat.h): when the job cannot go on (a rank stopped answering, another rank

@@ -71,8 +71,8 @@ std::string TrainingLog::EvalJson(const EvalRecord& r) {
   return varuna::json::Serialize(line);
 }
 
-void TrainingLog::WriteMetrics(const std::string& line) {
-  if (metrics_ == nullptr || !metrics_status_.ok()) return;
+absl::Status TrainingLog::WriteMetrics(const std::string& line) {
+  if (metrics_ == nullptr || !metrics_status_.ok()) return metrics_status_;
   errno = 0;
   if (std::fprintf(metrics_, "%s\n", line.c_str()) < 0 || std::fflush(metrics_) != 0) {
     metrics_status_ =
@@ -80,24 +80,25 @@ void TrainingLog::WriteMetrics(const std::string& line) {
                                             errno != 0 ? std::strerror(errno) : "unknown error",
                                             "): free space there or choose another file"));
   }
+  return metrics_status_;
 }
 
-void TrainingLog::Step(const StepRecord& record) {
+absl::Status TrainingLog::Step(const StepRecord& record) {
   if (out_ != nullptr) {
     std::fprintf(out_, "%s\n", FormatStep(record).c_str());
     std::fflush(out_);
   }
-  WriteMetrics(StepJson(record));
+  return WriteMetrics(StepJson(record));
 }
 
-void TrainingLog::Eval(const EvalRecord& record) {
+absl::Status TrainingLog::Eval(const EvalRecord& record) {
   const std::string line = FormatEval(record);
   const std::string rule(line.size(), '-');
   if (out_ != nullptr) {
     std::fprintf(out_, "%s\n%s\n%s\n", rule.c_str(), line.c_str(), rule.c_str());
     std::fflush(out_);
   }
-  WriteMetrics(EvalJson(record));
+  return WriteMetrics(EvalJson(record));
 }
 
 void TrainingLog::Info(const std::string& line) {

@@ -58,15 +58,15 @@ class TrainingLog {
                                                            const std::string& metrics_path);
   ~TrainingLog();
 
-  void Step(const StepRecord& record);
-  void Eval(const EvalRecord& record);
-  // A free-form line on `out` only.
+  // The record's line on `out` and its JSON line in the metrics file. OK, or the first failed
+  // write to the metrics file (naming --metrics-file and the system's reason, e.g. a full disk),
+  // returned by this call and every later one, which write nothing more to the file: lost
+  // metrics stop the run instead of passing silently.
+  absl::Status Step(const StepRecord& record);
+  absl::Status Eval(const EvalRecord& record);
+  // A free-form line on `out` only. A line that cannot be printed (stdout closed) is not an
+  // error of the run: the metrics file keeps every value.
   void Info(const std::string& line);
-
-  // OK, or the first failed write to the metrics file (naming --metrics-file and the system's
-  // reason, e.g. a full disk). Lines after a failure are not written. The trainer checks it
-  // after each logged step, so lost metrics stop the run instead of passing silently.
-  const absl::Status& status() const { return metrics_status_; }
 
   static std::string FormatStep(const StepRecord& record);
   static std::string StepJson(const StepRecord& record);
@@ -76,7 +76,7 @@ class TrainingLog {
  private:
   TrainingLog(std::FILE* out, std::FILE* metrics, std::string metrics_path)
       : out_(out), metrics_(metrics), metrics_path_(std::move(metrics_path)) {}
-  void WriteMetrics(const std::string& line);
+  absl::Status WriteMetrics(const std::string& line);
 
   std::FILE* out_;
   std::FILE* metrics_;

@@ -1,5 +1,5 @@
 // Gpt2Stage: the GPT-2 language model of Megatron-LM (as Varuna trained it) for one contiguous
-// range of cut-point segments, as the Varuna engine sees it (varuna/stage_module.h).
+// range of cut-point segments, as the Varuna engine sees it (varuna/pipeline/stage_module.h).
 //
 // With L = num_layers the model has L segments and L - 1 cut points:
 //   segment 0        word + position embeddings, embedding dropout, layer 0
@@ -128,8 +128,9 @@ class Gpt2Stage : public varuna::StageModule {
   bool fused_cross_entropy_ = false;
 };
 
-// A StageBuilder (varuna/stage_module.h) that builds Gpt2Stage(config, range, seed, execution)
-// for the range it is given; the built stage throws as the constructor does for an invalid range.
+// A StageBuilder (varuna/pipeline/stage_module.h) that builds Gpt2Stage(config, range, seed,
+// execution) for the range it is given; the built stage throws as the constructor does for an
+// invalid range.
 varuna::StageBuilder Gpt2StageBuilder(const Gpt2Config& config, uint64_t seed,
                                       const Gpt2ExecutionOptions& execution = {});
 

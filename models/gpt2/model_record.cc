@@ -61,6 +61,17 @@ varuna::json::Value CheckpointModelJson(const Gpt2Config& c) {
   return out;
 }
 
+std::vector<ModelRecordDifference> ModelRecordDifferences(const Value& saved, const Value& now) {
+  std::vector<ModelRecordDifference> differences;
+  for (const auto& [key, value] : now.items()) {
+    const Value* old = varuna::json::Find(saved, key);
+    ModelRecordDifference difference{key, old ? varuna::json::Serialize(*old) : "missing",
+                                     varuna::json::Serialize(value)};
+    if (difference.saved != difference.now) differences.push_back(std::move(difference));
+  }
+  return differences;
+}
+
 absl::StatusOr<ModelRecord> ReadModelRecord(const Value& metadata, const std::string& source) {
   const Value* trainer = varuna::json::Find(metadata, "trainer");
   const Value* model = trainer != nullptr ? varuna::json::Find(*trainer, "model") : nullptr;

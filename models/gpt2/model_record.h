@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/gpt2/config.h"
@@ -44,6 +45,16 @@ varuna::json::Value ModelConfigJson(const Gpt2Config& config);
 // hidden_dropout and attention_dropout, so that an export says what was trained. Resume
 // compares only ModelConfigJson's fields.
 varuna::json::Value CheckpointModelJson(const Gpt2Config& config);
+
+// A field of `now` (a ModelConfigJson) whose value differs in `saved`: the key and both values
+// as JSON text ("missing" when `saved` lacks the key).
+struct ModelRecordDifference {
+  std::string key;
+  std::string saved;
+  std::string now;
+};
+std::vector<ModelRecordDifference> ModelRecordDifferences(const varuna::json::Value& saved,
+                                                          const varuna::json::Value& now);
 
 // Reads trainer.model from a checkpoint's metadata ({"engine": ..., "trainer": ...}).
 // `source` names the checkpoint in messages. vocab_size stays 0 if the checkpoint does not

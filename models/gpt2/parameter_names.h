@@ -23,7 +23,7 @@
 //
 // c_attn's 3h output rows are [Q | K | V], heads contiguous inside each block (Hugging Face
 // order, not Megatron's per-head interleaving). lm_head_weight is a separate parameter tied to
-// wte.weight (see SharedWeight in varuna/stage_module.h); on export, slice wte.weight and
+// wte.weight (see SharedWeight in varuna/pipeline/stage_module.h); on export, slice wte.weight and
 // lm_head_weight back to the tokenizer's vocab_size rows.
 //
 // Thread safety: pure functions.

@@ -110,7 +110,7 @@ struct Flags {
   double peak_tflops = 0;
   bool deterministic = false;
   bool cross_entropy_loss_fusion = false;
-  bool no_bias_dropout_fusion = false;
+  bool bias_dropout_fusion = true;
   bool sweep_micro_batch = false;
 };
 
@@ -144,9 +144,9 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.Add("cross-entropy-loss-fusion", &f.cross_entropy_loss_fusion,
              "pretrain_gpt2's --cross-entropy-loss-fusion: the LM head and loss a chunk of "
              "tokens at a time");
-  parser.Add("no-bias-dropout-fusion", &f.no_bias_dropout_fusion,
-             "pretrain_gpt2's --no-bias-dropout-fusion: the unfused linear + dropout + residual "
-             "add (the baseline of the default, fused one)");
+  parser.Add("bias-dropout-fusion", &f.bias_dropout_fusion,
+             "pretrain_gpt2's --bias-dropout-fusion (on by default); --no-bias-dropout-fusion: "
+             "the unfused linear + dropout + residual add (the baseline of the fused one)");
   parser.Add("sweep-micro-batch", &f.sweep_micro_batch,
              "run micro-batches 1, 2, 4, ... up to --batch-size (until one runs out of memory) "
              "and report the best (ignores --chunk-size)");
@@ -233,7 +233,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.profile_ops = f.profile_ops;
   o.deterministic = f.deterministic;
   o.cross_entropy_loss_fusion = f.cross_entropy_loss_fusion;
-  o.bias_dropout_fusion = !f.no_bias_dropout_fusion;
+  o.bias_dropout_fusion = f.bias_dropout_fusion;
   o.sweep_micro_batch = f.sweep_micro_batch;
   o.model.vocab_size = f.vocab_size;
   if (f.seq_length > 0) {

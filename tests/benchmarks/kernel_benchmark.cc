@@ -492,6 +492,7 @@ int Main(int argc, char** argv) {
   parser.Add("device", &options.device, "cpu or cuda (empty: cuda when present)");
   parser.Add("dtype", &options.dtype, "fp16, bf16 or fp32: the activations' and gradients' dtype");
   parser.Add("iterations", &options.iterations, "timed runs per measurement");
+  parser.SetMinimum("iterations", 1);
   parser.Add("quick", &options.quick, "tiny sizes (a smoke run)");
   if (std::optional<int> exit =
           parser.ParseMain("kernel_benchmark",

@@ -91,6 +91,10 @@ std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
              "16");
   parser.Add("per-layout", &options.per_layout, "candidates per (P, D) layout", "2");
   parser.Add("keep", &options.keep, "keep the temporary folder (logs, profile, metrics)");
+  parser.SetMinimum("steps", 1);
+  parser.SetMinimum("skip", 0);
+  parser.SetMinimum("global-batch", 2);
+  parser.SetMinimum("per-layout", 1);
   if (std::optional<int> exit = parser.ParseMain(
           "simulator_accuracy",
           "Simulator accuracy on the CPU: predicted against measured mini-batch time.\n"
@@ -98,13 +102,10 @@ std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
           argc, argv)) {
     return *exit;
   }
-  if (options.skip < 0) {
-    std::cerr << "simulator_accuracy: --skip=" << options.skip << " is negative\n";
-    return 2;
-  }
-  if (options.skip >= options.steps || options.global_batch < 2 || options.per_layout < 1) {
-    std::cerr << "simulator_accuracy: need --skip < --steps, --global-batch >= 2 and "
-                 "--per-layout >= 1\n";
+  if (options.skip >= options.steps) {
+    std::cerr << "simulator_accuracy: error: --skip=" << options.skip
+              << " leaves no step of --steps=" << options.steps
+              << " to measure: give --skip < --steps\n";
     return 2;
   }
   return std::nullopt;

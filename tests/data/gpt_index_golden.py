@@ -5,7 +5,7 @@ Not run by the build (CI has no NumPy). To regenerate:
         tests/data/gpt_index_golden.py
 The index construction below is a plain re-statement of Megatron-LM's 2020 GPT dataset
 (megatron/data/gpt2_dataset.py and helpers.cpp at commit 28cd66e1a2, as described in
-shared/formats.md section 1c); the random numbers come from NumPy's own legacy RandomState,
+docs/formats.md section 1c); the random numbers come from NumPy's own legacy RandomState,
 which is the thing the C++ code must reproduce.
 """
 import numpy as np

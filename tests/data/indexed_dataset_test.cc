@@ -44,7 +44,7 @@ bool Exists(const std::string& path) {
 }
 
 // Three documents of lengths 3, 0 and 2 with uint16 tokens {5, 258, 65535}, {}, {7, 1},
-// written out by hand from the format description (shared/formats.md 1a/1b).
+// written out by hand from the format description (docs/formats.md 1a/1b).
 const Bytes kGoldenIdx = {
     'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0,  // magic
     1,   0,   0,   0,   0,   0,   0,   0,     // version 1

@@ -50,6 +50,8 @@ void Register(varuna::FlagParser& parser, Flags& flags) {
   parser.Add("tokenizer-model", &flags.tokenizer_model, "SentencePiece model; default: train one.");
   parser.Add("workers", &flags.workers, "Workers of the parallel run; 0: one per hardware thread.");
   parser.Add("repeats", &flags.repeats, "Runs per configuration; the best time counts.");
+  parser.SetMinimum("workers", 0);
+  parser.SetMinimum("repeats", 1);
 }
 
 double Seconds(std::chrono::steady_clock::time_point start) {
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
   const int workers = flags.workers > 0
                           ? flags.workers
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int repeats = std::max(1, flags.repeats);
+  const int repeats = flags.repeats;
 
   char dir_template[] = "/tmp/preprocess_benchmark.XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) return Fail("cannot create a temporary directory");

@@ -36,8 +36,7 @@ std::string ReadFile(const std::filesystem::path& path) {
 
 bool IsCheckedSource(const std::filesystem::path& path) {
   const std::string ext = path.extension().string();
-  return path.filename() == "BUILD" || ext == ".h" || ext == ".cc" || ext == ".cu" ||
-         ext == ".cuh";
+  return path.filename() == "BUILD" || ext == ".h" || ext == ".cc" || ext == ".cu" || ext == ".cuh";
 }
 
 }  // namespace
@@ -159,8 +158,8 @@ std::vector<std::string> FindPackages(const std::filesystem::path& root) {
     const std::string name = it->path().filename().string();
     if (it->is_directory()) {
       const std::string relative = fs::relative(it->path(), root).string();
-      if (absl::StartsWith(name, ".") || absl::StartsWith(name, "bazel-") ||
-          relative == "tests" || relative == "patches" || it->is_symlink()) {
+      if (absl::StartsWith(name, ".") || absl::StartsWith(name, "bazel-") || relative == "tests" ||
+          relative == "patches" || it->is_symlink()) {
         it.disable_recursion_pending();
       }
       continue;

@@ -1,4 +1,4 @@
-// Morphing end to end (varuna/morph.h): `launch --morph` follows a machine list of "nodes" on
+// Morphing end to end (varuna/launch/morph.h): `launch --morph` follows a machine list of "nodes" on
 // 127.0.0.1 from 4 to 2 to 3 processes, re-choosing the configuration from a profile each
 // time, and a SIGUSR1 to the manager (a preemption notice) restarts it on the same machines.
 // The job checkpoints at every change and resumes from there: every iteration is logged once,

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -313,7 +314,17 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
        "--attention-backend=flash is not a backend: use fused-softmax, sdpa or auto"},
       {{"--bias-dropout-fusion", "--no-bias-dropout-fusion"},
        2,
-       "--bias-dropout-fusion and --no-bias-dropout-fusion were both given: keep one"},
+       "--bias-dropout-fusion and --no-bias-dropout-fusion contradict each other: give one"},
+      {{"--no-bias-dropout-fusion=1"}, 2, "--no-bias-dropout-fusion=1: a negation takes no value"},
+      {{"--batch-size=0"}, 2, "--batch-size=0 must be >= 1: pass e.g. --batch-size=8"},
+      {{"--clip-grad=-1"}, 2, "--clip-grad=-1 must be >= 0: pass e.g. --clip-grad=1"},
+      {{"--adam-eps=0"}, 2, "--adam-eps=0 must be > 0: pass e.g. --adam-eps=1e-08"},
+      {{"--adam-beta2=1"}, 2, "--adam-beta2=1 must be in [0, 1): pass e.g. --adam-beta2=0.999"},
+      {{"--warmup=2"}, 2, "--warmup=2 must be in [0, 1]: pass e.g. --warmup=0.01"},
+      {{"--lr=1e-4", "--min-lr=1e-3"}, 2, "--min-lr=0.001 is above --lr=0.0001"},
+      {{"--min-loss-scale=4", "--initial-loss-scale=2"},
+       2,
+       "--min-loss-scale=4 is above --initial-loss-scale=2"},
       {{"--p2p-backend=mpi"}, 2, "--p2p-backend=mpi is not a backend: use nccl, gloo or auto"},
       {{"--device=cpu", "--dp-backend=nccl"},
        1,
@@ -357,6 +368,27 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
     const bool existed =
         std::find(files_before.begin(), files_before.end(), entry.path()) != files_before.end();
     EXPECT_TRUE(ours || existed) << "unexpected file " << entry.path();
+  }
+}
+
+// The launcher's environment is read once, with one validation (varuna/launch/environment.h):
+// a value that is not a number of its kind, or variables that disagree, stop the program
+// before it reads anything, as a bad flag does. LOCAL_WORLD_SIZE used to be silently 0 here.
+TEST_F(PretrainGpt2Test, ABadLauncherEnvironmentIsAUsageError) {
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"LOCAL_WORLD_SIZE", "x"}},
+       "the environment variable LOCAL_WORLD_SIZE=\"x\" is not a number of processes per node"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}},
+       "the environment variables RANK=2 and WORLD_SIZE=2 disagree"},
+      {{{"MASTER_PORT", "http"}}, "the environment variable MASTER_PORT=\"http\" is not a port"},
+  };
+  int n = 0;
+  for (const auto& [env, message] : cases) {
+    const Result r = Finish(Start(Plus(TinyModel(), {"--train-iters=2"}),
+                                  "env" + std::to_string(n++), /*launcher=*/{}, env));
+    EXPECT_TRUE(r.exit.exited) << Describe(r);
+    EXPECT_EQ(r.exit.code, 2) << message << "\n" << Describe(r);
+    EXPECT_THAT(r.exit.output, HasSubstr("pretrain_gpt2: error: " + message));
   }
 }
 

@@ -165,7 +165,7 @@ TEST_F(TensorBoardTest, BadDirectoryAndFlagsAreRefused) {
        "--tensorboard-dir=" + data_ + ".bin/tb: cannot create the directory"},
       {{"--log-memory-to-tensorboard"}, "--log-memory-to-tensorboard needs --tensorboard-dir=DIR"},
       {{"--tensorboard-dir=" + dir_ + "/tb", "--tensorboard-log-interval=0"},
-       "--tensorboard-log-interval=0 and --tensorboard-queue-size=1000 must be at least 1"},
+       "--tensorboard-log-interval=0 must be >= 1: pass e.g. --tensorboard-log-interval=1"},
       {{"--log-loss-scale-to-tensorboard", "--no-log-loss-scale-to-tensorboard"},
        "contradict each other"},
   };

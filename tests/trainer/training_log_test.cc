@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -34,9 +35,8 @@ TEST(TrainingLogTest, WritesOneJsonLinePerRecord) {
   const std::string path = TempPath("metrics.jsonl");
   auto log = TrainingLog::Open(nullptr, path);
   ASSERT_TRUE(log.ok()) << log.status();
-  (*log)->Step(Step(1));
-  (*log)->Eval({1, "validation", 4.25});
-  EXPECT_TRUE((*log)->status().ok());
+  EXPECT_TRUE((*log)->Step(Step(1)).ok());
+  EXPECT_TRUE((*log)->Eval({1, "validation", 4.25}).ok());
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
@@ -56,12 +56,20 @@ TEST(TrainingLogTest, AFailedWriteIsAnErrorNamingTheFile) {
   rlimit limited = before;
   limited.rlim_cur = 64;
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
-  for (int64_t i = 1; i <= 5; ++i) (*log)->Step(Step(i));
+  absl::Status status;
+  int failed_at = 0;
+  for (int64_t i = 1; i <= 5 && status.ok(); ++i) {
+    status = (*log)->Step(Step(i));
+    if (!status.ok()) failed_at = static_cast<int>(i);
+  }
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
-  const absl::Status& status = (*log)->status();
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.message(),
               HasSubstr("--metrics-file=" + path + ": writing failed (File too large)"));
+  // Every later record returns the same error and writes nothing.
+  const uintmax_t size = std::filesystem::file_size(path);
+  EXPECT_EQ((*log)->Eval({failed_at, "validation", 4.0}), status);
+  EXPECT_EQ(std::filesystem::file_size(path), size);
 }
 
 }  // namespace

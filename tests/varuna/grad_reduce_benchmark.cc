@@ -78,6 +78,7 @@ void Register(FlagParser& parser, BenchFlags& f) {
     parser.SetMinimum(name, 1);
   }
   parser.SetMinimum("warmup", 0);
+  parser.SetMinimum("bucket_mb", 0, FlagParser::Bound::kExclusive);
 }
 
 std::vector<std::string> FlagArgs(const BenchFlags& f) {
@@ -134,7 +135,6 @@ absl::StatusOr<BenchFlags> ParseFlags(const std::vector<std::string>& args) {
         parser.Help().c_str());
     std::exit(0);
   }
-  if (!(flags.bucket_mb > 0)) return absl::InvalidArgumentError("--bucket_mb must be > 0");
   if (flags.stages > flags.num_layers) {
     return absl::InvalidArgumentError("--stages must be at most --num_layers");
   }

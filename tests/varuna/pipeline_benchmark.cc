@@ -106,6 +106,8 @@ void Register(FlagParser& parser, BenchFlags& f) {
   }
   parser.SetMinimum("warmup", 0);
   parser.SetMinimum("mmap_threshold", 0);
+  parser.SetMinimum("dropout", 0);
+  parser.SetMaximum("dropout", 1, FlagParser::Bound::kExclusive);
 }
 
 // The flags as --name=value arguments, for the workers (which parse them with Register).
@@ -144,10 +146,6 @@ struct BenchConfig {
 // Checks the flags' ranges and combinations and builds the configuration; InvalidArgument
 // naming the flag.
 absl::StatusOr<BenchConfig> MakeConfig(const BenchFlags& f) {
-  if (!(f.dropout >= 0 && f.dropout < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dropout=", f.dropout, " is not a probability in [0, 1): pass e.g. --dropout=0.1"));
-  }
   BenchConfig config;
   config.flags = f;
   gpt2::Gpt2Config& model = config.model;

@@ -21,8 +21,8 @@
 #include "data/sentencepiece_model.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
-#include "models/gpt2/parameter_names.h"
 #include "models/gpt2/model_record.h"
+#include "models/gpt2/parameter_names.h"
 #include "tools/export_hf/hf_tokenizer.h"
 #include "varuna/checkpoint/files.h"
 #include "varuna/flags/flag_parser.h"
@@ -262,24 +262,14 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
   parser.Add("iteration", &options.iteration, "the checkpoint to export (-1: the newest)", "1000");
   parser.Add("vocab-size", &options.vocab_size, "the real vocabulary (0: from the checkpoint)",
              "50257");
+  parser.SetMinimum("iteration", 0);  // given: an iteration of a saved checkpoint
+  parser.SetMinimum("vocab-size", 1);
   std::vector<std::string> positional;
   if (absl::Status status = parser.Parse(args, &positional); !status.ok()) return status;
   options.flags_help = parser.Help();
   if (parser.help_requested()) {
     options.help_requested = true;
     return options;
-  }
-  if (parser.WasSet("iteration") && options.iteration < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--iteration=", options.iteration,
-                     " is not a non-negative integer: pass the iteration of a saved checkpoint "
-                     "(e.g. --iteration=1000), or drop it to export the newest"));
-  }
-  if (parser.WasSet("vocab-size") && options.vocab_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--vocab-size=", options.vocab_size,
-                     " is not a positive integer: pass the tokenizer's real vocabulary size "
-                     "(e.g. --vocab-size=50257), or drop it to take it from the checkpoint"));
   }
   if (parser.WasSet("tokenizer-model") && options.tokenizer_model.empty()) {
     return absl::InvalidArgumentError(

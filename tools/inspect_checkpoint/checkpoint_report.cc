@@ -412,6 +412,7 @@ absl::StatusOr<InspectOptions> ParseInspectArgs(const std::vector<std::string>& 
   FlagParser parser;
   parser.Add("iteration", &options.iteration, "the checkpoint to report (-1: the one --load uses)",
              "1000");
+  parser.SetMinimum("iteration", 0);  // given: an iteration of a saved checkpoint
   parser.Add("tensors", &options.list_tensors, "list every tensor");
   std::vector<std::string> positional;
   if (absl::Status status = parser.Parse(args, &positional); !status.ok()) return status;
@@ -419,12 +420,6 @@ absl::StatusOr<InspectOptions> ParseInspectArgs(const std::vector<std::string>& 
   if (parser.help_requested()) {
     options.help_requested = true;
     return options;
-  }
-  if (parser.WasSet("iteration") && options.iteration < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--iteration=", options.iteration,
-                     " is not a non-negative integer: pass the iteration of a saved checkpoint "
-                     "(e.g. --iteration=1000), or drop it to report the one --load resumes from"));
   }
   if (positional.size() != 1) {
     return absl::InvalidArgumentError(

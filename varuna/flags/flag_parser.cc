@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -40,6 +42,27 @@ std::string NameOf(const std::string& arg) {
   return arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
 }
 
+// The negation of boolean flag `name`, in its spelling: "no-fp16", "no_stop_on_stdin".
+std::string NegationOf(const std::string& name) {
+  const bool underscores =
+      name.find('_') != std::string::npos && name.find('-') == std::string::npos;
+  return (underscores ? "no_" : "no-") + name;
+}
+
+// `number` as a reader writes it: "1", "-1", "4294967295", "0.5", "1e-08".
+std::string Number(double number) {
+  if (std::trunc(number) == number && std::fabs(number) < 1e15) {
+    return absl::StrCat(static_cast<int64_t>(number));
+  }
+  return absl::StrFormat("%g", number);
+}
+
+// A mistake of the program that registers the flags.
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "FlagParser: %s\n", message.c_str());
+  std::abort();
+}
+
 }  // namespace
 
 std::string FlagParser::Key(const std::string& name) {
@@ -48,10 +71,42 @@ std::string FlagParser::Key(const std::string& name) {
   return key;
 }
 
+void FlagParser::CheckNewKey(const std::string& key, Type type) const {
+  if (index_.count(key) > 0) Die(absl::StrCat("the flag --", key, " is registered twice"));
+  auto is_bool = [&](const std::string& other) {
+    const auto it = index_.find(other);
+    return it != index_.end() && flags_[it->second].type == Type::kBool;
+  };
+  if (absl::StartsWith(key, "no-") && is_bool(key.substr(3))) {
+    Die(absl::StrCat("--", key, " is the negation of the boolean flag --", key.substr(3),
+                     ": choose another name"));
+  }
+  if (type == Type::kBool && index_.count("no-" + key) > 0) {
+    Die(absl::StrCat("--no-", key, " is registered, so the boolean flag --", key,
+                     " cannot have its negation: choose another name"));
+  }
+}
+
 void FlagParser::Register(const std::string& name, Type type, void* value, const std::string& help,
                           const std::string& default_text, const std::string& example) {
+  CheckNewKey(Key(name), type);
   index_[Key(name)] = flags_.size();
-  flags_.push_back({name, type, value, help, default_text, example, {}});
+  Flag flag{name, type, value, help, default_text, example, {}};
+  switch (type) {
+    case Type::kInt64:
+      flag.default_number = static_cast<double>(*static_cast<int64_t*>(value));
+      break;
+    case Type::kInt:
+      flag.default_number = *static_cast<int*>(value);
+      break;
+    case Type::kDouble:
+      flag.default_number = *static_cast<double*>(value);
+      break;
+    case Type::kString:
+    case Type::kBool:
+      break;
+  }
+  flags_.push_back(std::move(flag));
 }
 
 void FlagParser::Add(const std::string& name, int64_t* value, const std::string& help,
@@ -74,13 +129,34 @@ void FlagParser::Add(const std::string& name, bool* value, const std::string& he
 }
 
 void FlagParser::AddAlias(const std::string& alias, const std::string& name) {
-  const size_t position = index_.at(Key(name));
+  const auto it = index_.find(Key(name));
+  if (it == index_.end()) Die(absl::StrCat("AddAlias(\"", alias, "\"): no flag --", name));
+  const size_t position = it->second;
+  CheckNewKey(Key(alias), flags_[position].type);
   index_[Key(alias)] = position;
   flags_[position].aliases.push_back(alias);
 }
 
-void FlagParser::SetMinimum(const std::string& name, double minimum) {
-  flags_[index_.at(Key(name))].minimum = minimum;
+FlagParser::Flag& FlagParser::NumericFlag(const std::string& name, const char* what) {
+  const auto it = index_.find(Key(name));
+  if (it == index_.end()) Die(absl::StrCat(what, ": no flag --", name));
+  Flag& flag = flags_[it->second];
+  if (flag.type == Type::kString || flag.type == Type::kBool) {
+    Die(absl::StrCat(what, ": --", name, " is not a numeric flag"));
+  }
+  return flag;
+}
+
+void FlagParser::SetMinimum(const std::string& name, double minimum, Bound bound) {
+  Flag& flag = NumericFlag(name, "SetMinimum");
+  flag.minimum = minimum;
+  flag.minimum_bound = bound;
+}
+
+void FlagParser::SetMaximum(const std::string& name, double maximum, Bound bound) {
+  Flag& flag = NumericFlag(name, "SetMaximum");
+  flag.maximum = maximum;
+  flag.maximum_bound = bound;
 }
 
 absl::Status FlagParser::Assign(const Flag& flag, const std::string& text) const {
@@ -115,39 +191,65 @@ absl::Status FlagParser::Assign(const Flag& flag, const std::string& text) const
     case Type::kBool:
       if (!absl::SimpleAtob(text, static_cast<bool*>(flag.value))) {
         return bad("true or false",
-                   absl::StrCat("write --", flag.name, " or --", flag.name, "=false"));
+                   absl::StrCat("write --", flag.name, " or --", NegationOf(flag.name)));
       }
       break;
   }
-  if (flag.minimum) {
-    // The parsed value, as the number it is.
-    std::string value;
-    bool below = false;
-    switch (flag.type) {
-      case Type::kInt64:
-        value = absl::StrCat(*static_cast<int64_t*>(flag.value));
-        below = *static_cast<int64_t*>(flag.value) < *flag.minimum;
-        break;
-      case Type::kInt:
-        value = absl::StrCat(*static_cast<int*>(flag.value));
-        below = *static_cast<int*>(flag.value) < *flag.minimum;
-        break;
-      case Type::kDouble:
-        value = absl::StrCat(*static_cast<double*>(flag.value));
-        below = *static_cast<double*>(flag.value) < *flag.minimum;
-        break;
-      case Type::kString:
-      case Type::kBool:
-        break;
-    }
-    if (below) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag.name, "=", value, " is not ",
-                       flag.type == Type::kDouble ? "a number" : "an integer",
-                       " >= ", *flag.minimum, ": pass e.g. --", flag.name, "=", flag.default_text));
-    }
+  return CheckBounds(flag, text);
+}
+
+absl::Status FlagParser::CheckBounds(const Flag& flag, const std::string& text) const {
+  if (!flag.minimum && !flag.maximum) return absl::OkStatus();
+  auto within = [&](double v) {
+    const bool above =
+        !flag.minimum ||
+        (flag.minimum_bound == Bound::kInclusive ? v >= *flag.minimum : v > *flag.minimum);
+    const bool below =
+        !flag.maximum ||
+        (flag.maximum_bound == Bound::kInclusive ? v <= *flag.maximum : v < *flag.maximum);
+    return above && below;
+  };
+  double value = 0;
+  switch (flag.type) {
+    case Type::kInt64:
+      value = static_cast<double>(*static_cast<const int64_t*>(flag.value));
+      break;
+    case Type::kInt:
+      value = *static_cast<const int*>(flag.value);
+      break;
+    case Type::kDouble:
+      value = *static_cast<const double*>(flag.value);
+      break;
+    case Type::kString:
+    case Type::kBool:
+      return absl::OkStatus();
   }
-  return absl::OkStatus();
+  if (within(value)) return absl::OkStatus();
+  std::string bounds;
+  if (flag.minimum && flag.maximum) {
+    bounds = absl::StrCat("in ", flag.minimum_bound == Bound::kInclusive ? "[" : "(",
+                          Number(*flag.minimum), ", ", Number(*flag.maximum),
+                          flag.maximum_bound == Bound::kInclusive ? "]" : ")");
+  } else if (flag.minimum) {
+    bounds =
+        absl::StrCat(flag.minimum_bound == Bound::kInclusive ? ">= " : "> ", Number(*flag.minimum));
+  } else {
+    bounds =
+        absl::StrCat(flag.maximum_bound == Bound::kInclusive ? "<= " : "< ", Number(*flag.maximum));
+  }
+  std::vector<std::string> fixes;
+  double example = 0;
+  if (!flag.example.empty() && absl::SimpleAtod(flag.example, &example) && within(example)) {
+    fixes.push_back(absl::StrCat("pass e.g. --", flag.name, "=", flag.example));
+  } else if (within(flag.default_number)) {
+    fixes.push_back(absl::StrCat("pass e.g. --", flag.name, "=", flag.default_text));
+  }
+  if (!within(flag.default_number)) {
+    fixes.push_back(absl::StrCat("leave --", flag.name, " out for its default"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--", flag.name, "=", text, " must be ", bounds,
+                                                 fixes.empty() ? "" : ": ",
+                                                 absl::StrJoin(fixes, ", or ")));
 }
 
 std::string FlagParser::Suggest(const std::string& key) const {
@@ -159,6 +261,13 @@ std::string FlagParser::Suggest(const std::string& key) const {
       best_distance = d;
       best = flag.name;
     }
+    if (flag.type == Type::kBool) {
+      const size_t negated = Distance(key, Key(NegationOf(flag.name)));
+      if (negated < best_distance) {
+        best_distance = negated;
+        best = NegationOf(flag.name);
+      }
+    }
   }
   return best.empty() ? "" : absl::StrCat(" (did you mean --", best, "?)");
 }
@@ -166,14 +275,43 @@ std::string FlagParser::Suggest(const std::string& key) const {
 absl::Status FlagParser::ParseFlag(const std::vector<std::string>& args, size_t* i) {
   const std::string& arg = args[*i];
   const std::string name = NameOf(arg);
-  const auto it = index_.find(Key(name));
+  const std::string key = Key(name);
+  auto it = index_.find(key);
+  bool negated = false;  // --no-<boolean flag>
+  if (it == index_.end() && absl::StartsWith(key, "no-")) {
+    if (const auto positive = index_.find(key.substr(3)); positive != index_.end()) {
+      const Flag& flag = flags_[positive->second];
+      if (flag.type != Type::kBool) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unknown ", what_, "flag --", name, ": only boolean flags have a --no- form, and --",
+            flag.name, " takes a value: write --", flag.name, "=<value>"));
+      }
+      it = positive;
+      negated = true;
+    }
+  }
   if (it == index_.end()) {
-    const std::string advice = unknown_flag_advice_
-                                   ? unknown_flag_advice_(name)
-                                   : absl::StrCat(Suggest(Key(name)), "; see --help");
+    const std::string advice = unknown_flag_advice_ ? unknown_flag_advice_(name)
+                                                    : absl::StrCat(Suggest(key), "; see --help");
     return absl::InvalidArgumentError(absl::StrCat("unknown ", what_, "flag --", name, advice));
   }
   const Flag& flag = flags_[it->second];
+  const std::string flag_key = Key(flag.name);
+  auto contradiction = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag.name, " and --", NegationOf(flag.name), " contradict each other: give one"));
+  };
+  if (negated) {
+    if (arg.find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(arg, ": a negation takes no value: write --",
+                                                     name, ", or --", flag.name, "=<true|false>"));
+    }
+    *static_cast<bool*>(flag.value) = false;
+    if (affirmed_.count(flag_key) > 0) return contradiction();
+    negated_.insert(flag_key);
+    set_.insert(flag_key);
+    return absl::OkStatus();
+  }
   std::string value;
   if (arg.find('=') != std::string::npos) {
     value = arg.substr(arg.find('=') + 1);
@@ -186,12 +324,18 @@ absl::Status FlagParser::ParseFlag(const std::vector<std::string>& args, size_t*
         absl::StrCat("--", flag.name, " needs a value: write --", flag.name, "=<value>"));
   }
   if (absl::Status status = Assign(flag, value); !status.ok()) return status;
-  set_.insert(Key(flag.name));
+  if (flag.type == Type::kBool && *static_cast<bool*>(flag.value)) {
+    if (negated_.count(flag_key) > 0) return contradiction();
+    affirmed_.insert(flag_key);
+  }
+  set_.insert(flag_key);
   return absl::OkStatus();
 }
 
 absl::Status FlagParser::Parse(const std::vector<std::string>& args,
                                std::vector<std::string>* positional) {
+  affirmed_.clear();
+  negated_.clear();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (IsHelp(arg)) {
@@ -227,6 +371,8 @@ std::optional<int> FlagParser::ParseMain(const std::string& program, const std::
 
 absl::Status FlagParser::ParseUntilCommand(const std::vector<std::string>& args,
                                            std::vector<std::string>* command) {
+  affirmed_.clear();
+  negated_.clear();
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -258,9 +404,16 @@ std::vector<std::string> FlagParser::Names() const {
 
 std::string FlagParser::Help() const {
   std::string out;
+  // "[no-]fp16" for a boolean flag.
+  auto shown = [](const Flag& flag, const std::string& name) {
+    if (flag.type != Type::kBool) return name;
+    return absl::StrCat("[", NegationOf(name).substr(0, 3), "]", name);
+  };
   for (const Flag& flag : flags_) {
-    std::string name = flag.name;
-    for (const std::string& alias : flag.aliases) absl::StrAppend(&name, ", --", alias);
+    std::string name = shown(flag, flag.name);
+    for (const std::string& alias : flag.aliases) {
+      absl::StrAppend(&name, ", --", shown(flag, alias));
+    }
     absl::StrAppendFormat(&out, "  --%-32s %s (default %s)\n", name, flag.help, flag.default_text);
   }
   return out;

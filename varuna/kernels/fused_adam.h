@@ -11,7 +11,7 @@
 //   if decay[i] and weight_decay != 0:  w = w * (1 - lr * weight_decay)
 //   w = w - (lr / bias1) * (m / denom)
 //   model_copy = w rounded (to nearest even) to the copy's dtype
-// This is varuna::Adam's update (varuna/adam.h). On the CPU the op is its LibTorch reference,
+// This is varuna::Adam's update (varuna/optim/adam.h). On the CPU the op is its LibTorch reference,
 // the same sequence of ATen ops as Adam::Step, so with grad_scale 1 and no `skip` it gives
 // bitwise the same results. On CUDA the fused kernel computes the same formula in fp32 (equal
 // to the reference up to fp32 rounding and fused multiply-adds).

@@ -28,8 +28,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
-#include "varuna/launch/config.h"
 #include "varuna/io/user_paths.h"
+#include "varuna/launch/config.h"
 #include "varuna/launch/host.h"
 #include "varuna/launch/morph.h"
 #include "varuna/launch/plan.h"

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "varuna/flags/flag_parser.h"
+#include "varuna/launch/environment.h"
 
 namespace varuna {
 namespace {
@@ -52,6 +53,15 @@ void RegisterLaunchFlags(FlagParser& parser, LaunchOptions& options) {
   parser.Add("stop_on_stdin", &options.stop_on_stdin,
              "set by the --morph manager on each node's launcher: a line \"stop\" on stdin means "
              "checkpoint and stop (as SIGUSR1), the end of stdin means stop (as SIGTERM)");
+  // Each flag's own bounds, checked as the flags are parsed; ValidateLaunchOptions checks them
+  // again for options built in code, with the ones that relate flags. --nstages, --chunk_size
+  // and --batch_size are not here: 0 is "not given", which ValidateLaunchOptions reports.
+  for (const char* name : {"gpus_per_node", "nnodes"}) parser.SetMinimum(name, 1);
+  for (const char* name : {"node_rank", "grace_seconds", "gpu_memory_gb"}) {
+    parser.SetMinimum(name, 0);
+  }
+  parser.SetMinimum("master_port", 0);
+  parser.SetMaximum("master_port", 65535);
   // Varuna's launcher.py spellings of the same flags.
   parser.AddAlias("ngpus_per_server", "gpus_per_node");
   parser.AddAlias("nservers", "nnodes");
@@ -162,8 +172,9 @@ std::string LaunchUsage() {
       "   or: launch --profile_dir=DIR --gpu_memory_gb=G --batch_size=B [flags] -- <program> ...\n"
       "Starts this node's workers of a P-stage pipeline x D-replica job (Varuna's launcher).\n"
       "<program> is a Bazel label (//trainer:pretrain_gpt2) or a path. Each worker gets\n"
-      "--rank --local_rank --stage_to_rank_map --chunk_size --batch-size=B/D and RANK,\n"
-      "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in its environment.\n"
+      "--rank --local_rank --stage_to_rank_map --chunk_size --batch-size=B/D and torchrun's\n"
+      "RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT\n"
+      "(and ROLE_RANK, ROLE_WORLD_SIZE) in its environment.\n"
       "With --profile_dir and no --nstages/--chunk_size, the launcher simulates every P x D x\n"
       "micro-batch configuration on the profile for W = --gpus_per_node x --nnodes GPUs of\n"
       "--gpu_memory_gb each, keeps those using all W workers (P x D = W), prints the best ten and\n"
@@ -366,14 +377,14 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchOptions& options, const std::s
         " stages: the pipeline will mostly idle; lower --chunk_size or raise --batch_size"));
   }
 
-  std::map<std::string, std::string> common = {
-      {"WORLD_SIZE", std::to_string(W)},
-      {"LOCAL_WORLD_SIZE", std::to_string(options.gpus_per_node)},
-      {"MASTER_ADDR", options.master_addr},
-      {"MASTER_PORT", std::to_string(options.master_port)},
-  };
-  if (options.gpus_per_node > 1 && environment.count("OMP_NUM_THREADS") == 0) {
-    common["OMP_NUM_THREADS"] = "1";
+  LaunchEnvironment launch;
+  launch.world_size = W;
+  launch.local_world_size = options.gpus_per_node;
+  launch.node_rank = options.node_rank;
+  launch.master_addr = options.master_addr;
+  launch.master_port = options.master_port;
+  const bool one_thread = options.gpus_per_node > 1 && environment.count("OMP_NUM_THREADS") == 0;
+  if (one_thread) {
     plan.notes.push_back(
         "OMP_NUM_THREADS=1 for each worker (it was unset and several workers share this node); "
         "set it to override");
@@ -397,9 +408,10 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchOptions& options, const std::s
       worker.argv.push_back(
           absl::StrCat("--stage-segments=", absl::StrJoin(options.stage_segments, ",")));
     }
-    std::map<std::string, std::string> own = common;
-    own["RANK"] = std::to_string(worker.rank);
-    own["LOCAL_RANK"] = std::to_string(local);
+    launch.rank = worker.rank;
+    launch.local_rank = local;
+    std::map<std::string, std::string> own = launch.Write();
+    if (one_thread) own["OMP_NUM_THREADS"] = "1";
     for (const auto& [key, value] : environment) {
       if (own.count(key) == 0) worker.env.push_back(absl::StrCat(key, "=", value));
     }

@@ -69,8 +69,9 @@ struct LaunchOptions {
 
 // Parses the launcher's arguments (without argv[0]). The worker command starts after `--` or
 // at the first argument that is not a flag (Varuna's `launcher ... train.py args`). Checks
-// syntax only (unknown flags, malformed numbers, a missing command); PlanLaunch checks the
-// values. InvalidArgument naming the argument and the fix.
+// syntax (unknown flags, malformed numbers, a missing command) and each flag's own bounds
+// (--nnodes >= 1, --master_port in [0, 65535], ...); PlanLaunch checks the values together.
+// InvalidArgument naming the argument and the fix.
 absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& args);
 
 // The usage text printed for --help.

@@ -1,4 +1,4 @@
-// Proves the Megatron FLOPs formulas against the GFLOP/token table of formats.md section 3
+// Proves the Megatron FLOPs formulas against the GFLOP/token table of docs/formats.md section 3
 // (V = 50,304 padded, s = 1024) and against the formula evaluated by hand for one small case.
 
 #include "models/gpt2/flops.h"

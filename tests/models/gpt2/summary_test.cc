@@ -1,5 +1,5 @@
 // Proves the parameter counts of summary.h against hand-computed numbers for every preset
-// (formats.md section 3), the per-segment convention for the tied LM head, and the report.
+// (docs/formats.md section 3), the per-segment convention for the tied LM head, and the report.
 
 #include "models/gpt2/summary.h"
 

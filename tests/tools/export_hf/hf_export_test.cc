@@ -158,7 +158,7 @@ class HfExportTest : public ::testing::Test {
   std::string out_;
 };
 
-// The GPT2LMHeadModel keys of formats.md 2a with their shapes for the tiny model.
+// The GPT2LMHeadModel keys of docs/formats.md 2a with their shapes for the tiny model.
 std::map<std::string, std::vector<int64_t>> ExpectedHfShapes() {
   const int64_t c = kHidden;
   std::map<std::string, std::vector<int64_t>> shapes = {
@@ -650,7 +650,11 @@ TEST(HfExportArgsTest, BadArgumentsAreNamed) {
   EXPECT_THAT(error({"a", "b", "c"}), HasSubstr("got 3: a b c"));
   EXPECT_THAT(error({"a", "b", "--iter=3"}), HasSubstr("unknown flag --iter"));
   EXPECT_THAT(error({"a", "b", "--iteration=x"}), HasSubstr("--iteration=x is not an integer"));
-  EXPECT_THAT(error({"a", "b", "--vocab-size=0"}), HasSubstr("--vocab-size=0 is not a positive"));
+  EXPECT_THAT(error({"a", "b", "--vocab-size=0"}),
+              HasSubstr("--vocab-size=0 must be >= 1: pass e.g. --vocab-size=50257, or leave "
+                        "--vocab-size out for its default"));
+  EXPECT_THAT(error({"a", "b", "--iteration=-1"}),
+              HasSubstr("--iteration=-1 must be >= 0: pass e.g. --iteration=1000"));
   EXPECT_THAT(error({"a", "b", "--tokenizer-model"}), HasSubstr("--tokenizer-model needs a value"));
 }
 

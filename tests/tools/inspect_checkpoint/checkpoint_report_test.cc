@@ -274,8 +274,9 @@ TEST(ParseInspectArgsTest, HelpListsEveryFlagWithItsDefault) {
   absl::StatusOr<InspectOptions> options = ParseInspectArgs({"--help"});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_TRUE(options->help_requested);
-  EXPECT_THAT(options->flags_help, AllOf(HasSubstr("--iteration"), HasSubstr("(default -1)"),
-                                         HasSubstr("--tensors"), HasSubstr("(default false)")));
+  EXPECT_THAT(options->flags_help,
+              AllOf(HasSubstr("--iteration"), HasSubstr("(default -1)"),
+                    HasSubstr("--[no-]tensors"), HasSubstr("(default false)")));
 }
 
 TEST(ParseInspectArgsTest, BadUsageIsNamed) {
@@ -286,7 +287,9 @@ TEST(ParseInspectArgsTest, BadUsageIsNamed) {
   EXPECT_THAT(message({"a", "b"}), HasSubstr("expected one directory DIR, got 2: a b"));
   EXPECT_THAT(message({"a", "--bogus"}), HasSubstr("unknown flag --bogus"));
   EXPECT_THAT(message({"a", "--iteration"}), HasSubstr("--iteration needs a value"));
-  EXPECT_THAT(message({"a", "--iteration=-1"}), HasSubstr("--iteration=-1 is not a non-negative"));
+  EXPECT_THAT(message({"a", "--iteration=-1"}),
+              HasSubstr("--iteration=-1 must be >= 0: pass e.g. --iteration=1000, or leave "
+                        "--iteration out for its default"));
   EXPECT_THAT(message({"a", "--iteration=x"}), HasSubstr("--iteration=x is not an integer"));
   EXPECT_THAT(message({"a", "--tensors=maybe"}), HasSubstr("--tensors=maybe"));
 }
@@ -298,8 +301,8 @@ struct RunResult {
 };
 
 RunResult RunTool(const std::string& args) {
-  const std::string tool =
-      std::string(std::getenv("TEST_SRCDIR")) + "/varuna/tools/inspect_checkpoint/inspect_checkpoint";
+  const std::string tool = std::string(std::getenv("TEST_SRCDIR")) +
+                           "/varuna/tools/inspect_checkpoint/inspect_checkpoint";
   RunResult result;
   FILE* pipe = ::popen((tool + " " + args + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return result;

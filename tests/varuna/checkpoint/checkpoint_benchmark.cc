@@ -92,16 +92,17 @@ void Register(FlagParser& parser, BenchmarkFlags& flags) {
   parser.Add("vocab_size", &flags.vocab_size, "the vocabulary (padded in the model)", "50257");
   parser.Add("seed", &flags.seed, "seed of the state's at::randn", "1234");
   parser.Add("repeats", &flags.repeats, "timed runs of each kind, 1 to 10", "2");
+  parser.SetMinimum("vocab_size", 1);
+  parser.SetMaximum("vocab_size", 1 << 30);
+  parser.SetMinimum("seed", 0);
+  parser.SetMinimum("repeats", 1);
+  parser.SetMaximum("repeats", 10);
 }
 
 // The model whose training state is benchmarked, from --preset and --vocab_size.
 absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const std::string& preset, int vocab_size) {
   absl::StatusOr<gpt2::Gpt2Config> config = gpt2::PresetConfig(preset);
   if (!config.ok()) return config.status();
-  if (vocab_size <= 0 || vocab_size > (1 << 30)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--vocab_size=", vocab_size, " is not a positive integer: pass e.g. 50257"));
-  }
   config->vocab_size = vocab_size;
   if (absl::Status status = config->Validate(); !status.ok()) return status;
   return config;
@@ -451,11 +452,7 @@ absl::Status RunBenchmark(const BenchmarkFlags& flags) {
   absl::StatusOr<gpt2::Gpt2Config> config = ModelConfig(flags.preset, flags.vocab_size);
   if (!config.ok()) return config.status();
   const int64_t state = StateBytes(*config);
-  const int repeats = flags.repeats;
-  if (repeats < 1 || repeats > 10) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--repeats=", repeats, " is not an integer in [1, 10]: pass e.g. 2"));
-  }
+  const int repeats = flags.repeats;  // in [1, 10] (Register)
 
   const char* tmp = std::getenv("TEST_TMPDIR");
   fs::path dir = !flags.dir.empty() ? flags.dir : tmp != nullptr ? tmp : "/tmp";

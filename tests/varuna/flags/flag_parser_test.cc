@@ -166,10 +166,201 @@ TEST(FlagParserTest, MinimumsAreCheckedNamingTheDefault) {
   p.SetMinimum("batch-size", 1);
   p.SetMinimum("lr", 0);
   EXPECT_TRUE(p.Parse({"--batch_size=1", "--lr=0"}).ok());
+  EXPECT_EQ(batch, 1);
+  EXPECT_EQ(lr, 0);
   EXPECT_EQ(std::string(p.Parse({"--batch-size=0"}).message()),
-            "--batch-size=0 is not an integer >= 1: pass e.g. --batch-size=8");
+            "--batch-size=0 must be >= 1: pass e.g. --batch-size=8");
   EXPECT_EQ(std::string(p.Parse({"--lr=-0.5"}).message()),
-            "--lr=-0.5 is not a number >= 0: pass e.g. --lr=0.00015");
+            "--lr=-0.5 must be >= 0: pass e.g. --lr=0.00015");
+  // The bound is a number, not "1e+00"; a large one is written in full.
+  int64_t seed = 1234;
+  p.Add("seed", &seed, "seed");
+  p.SetMaximum("seed", 4294967295.0);
+  EXPECT_EQ(std::string(p.Parse({"--seed=4294967296"}).message()),
+            "--seed=4294967296 must be <= 4294967295: pass e.g. --seed=1234");
+  EXPECT_TRUE(p.Parse({"--seed=4294967295"}).ok());
+  EXPECT_EQ(seed, 4294967295);
+}
+
+TEST(FlagParserTest, ExclusiveBoundsAndIntervals) {
+  double eps = 1e-8;
+  double beta = 0.9;
+  double warmup = 0.01;
+  FlagParser p;
+  p.Add("adam-eps", &eps, "epsilon");
+  p.Add("adam-beta1", &beta, "beta1");
+  p.Add("warmup", &warmup, "fraction");
+  p.SetMinimum("adam-eps", 0, FlagParser::Bound::kExclusive);
+  p.SetMinimum("adam-beta1", 0);
+  p.SetMaximum("adam-beta1", 1, FlagParser::Bound::kExclusive);
+  p.SetMinimum("warmup", 0);
+  p.SetMaximum("warmup", 1);
+  EXPECT_EQ(std::string(p.Parse({"--adam-eps=0"}).message()),
+            "--adam-eps=0 must be > 0: pass e.g. --adam-eps=1e-08");
+  EXPECT_EQ(std::string(p.Parse({"--adam-eps=-1e-3"}).message()),
+            "--adam-eps=-1e-3 must be > 0: pass e.g. --adam-eps=1e-08");
+  EXPECT_TRUE(p.Parse({"--adam-eps=1e-300"}).ok());
+  EXPECT_EQ(eps, 1e-300);
+  EXPECT_EQ(std::string(p.Parse({"--adam-beta1=1"}).message()),
+            "--adam-beta1=1 must be in [0, 1): pass e.g. --adam-beta1=0.9");
+  EXPECT_EQ(std::string(p.Parse({"--adam-beta1=-0.1"}).message()),
+            "--adam-beta1=-0.1 must be in [0, 1): pass e.g. --adam-beta1=0.9");
+  EXPECT_TRUE(p.Parse({"--adam-beta1=0"}).ok());
+  EXPECT_EQ(std::string(p.Parse({"--warmup=1.5"}).message()),
+            "--warmup=1.5 must be in [0, 1]: pass e.g. --warmup=0.01");
+  EXPECT_TRUE(p.Parse({"--warmup=1"}).ok());
+  EXPECT_EQ(warmup, 1);
+}
+
+TEST(FlagParserTest, BoundsSuggestTheExampleAndASentinelDefaultIsLeftOut) {
+  int64_t iteration = -1;  // -1: the newest; only iterations >= 0 may be given
+  int vocab = 0;           // 0: from the checkpoint, with no example
+  int stages = 0;
+  FlagParser p;
+  p.Add("iteration", &iteration, "checkpoint (-1: the newest)", "1000");
+  p.Add("vocab-size", &vocab, "vocabulary (0: from the checkpoint)");
+  p.Add("nstages", &stages, "stages", "many");  // not a number: the bound is no example
+  p.SetMinimum("iteration", 0);
+  p.SetMinimum("vocab-size", 1);
+  p.SetMinimum("nstages", 1);
+  EXPECT_TRUE(p.Parse({}).ok());
+  EXPECT_EQ(iteration, -1);  // the default itself is not checked
+  EXPECT_EQ(std::string(p.Parse({"--iteration=-1"}).message()),
+            "--iteration=-1 must be >= 0: pass e.g. --iteration=1000, or leave --iteration out "
+            "for its default");
+  EXPECT_EQ(std::string(p.Parse({"--vocab-size=0"}).message()),
+            "--vocab-size=0 must be >= 1: leave --vocab-size out for its default");
+  EXPECT_EQ(std::string(p.Parse({"--nstages", "-2"}).message()),
+            "--nstages=-2 must be >= 1: leave --nstages out for its default");
+}
+
+TEST(FlagParserTest, EveryBooleanHasANegation) {
+  bool fusion = true;
+  bool stop = false;
+  bool fp16 = false;
+  FlagParser p;
+  p.Add("bias-dropout-fusion", &fusion, "fused");
+  p.Add("stop_on_stdin", &stop, "stop");
+  p.Add("fp16", &fp16, "fp16");
+  p.AddAlias("half", "fp16");
+  ASSERT_TRUE(p.Parse({"--no-bias-dropout-fusion"}).ok());
+  EXPECT_FALSE(fusion);
+  EXPECT_TRUE(p.WasSet("bias-dropout-fusion"));
+  fusion = true;
+  ASSERT_TRUE(p.Parse({"--no_bias_dropout_fusion"}).ok());
+  EXPECT_FALSE(fusion);
+  stop = true;
+  ASSERT_TRUE(p.Parse({"--no-stop-on-stdin"}).ok());
+  EXPECT_FALSE(stop);
+  fp16 = true;
+  ASSERT_TRUE(p.Parse({"--no-half"}).ok());  // aliases have one too
+  EXPECT_FALSE(fp16);
+  // The same value twice is no contradiction; nor are two calls of Parse.
+  EXPECT_TRUE(p.Parse({"--fp16=false", "--no-fp16", "--no-fp16"}).ok());
+  EXPECT_TRUE(p.Parse({"--fp16"}).ok());
+  EXPECT_TRUE(fp16);
+  EXPECT_TRUE(p.Parse({"--no-fp16"}).ok());
+  EXPECT_FALSE(fp16);
+}
+
+TEST(FlagParserTest, NegationErrorsNameBothSpellings) {
+  bool fusion = true;
+  bool stop = false;
+  int layers = 2;
+  FlagParser p;
+  p.Add("bias-dropout-fusion", &fusion, "fused");
+  p.Add("stop_on_stdin", &stop, "stop");
+  p.Add("num-layers", &layers, "layers");
+  EXPECT_EQ(std::string(p.Parse({"--bias-dropout-fusion", "--no-bias-dropout-fusion"}).message()),
+            "--bias-dropout-fusion and --no-bias-dropout-fusion contradict each other: give one");
+  EXPECT_EQ(
+      std::string(p.Parse({"--no_bias_dropout_fusion", "--bias_dropout_fusion=true"}).message()),
+      "--bias-dropout-fusion and --no-bias-dropout-fusion contradict each other: give one");
+  EXPECT_EQ(std::string(p.Parse({"--stop_on_stdin", "--no-stop-on-stdin"}).message()),
+            "--stop_on_stdin and --no_stop_on_stdin contradict each other: give one");
+  EXPECT_EQ(std::string(p.Parse({"--no-bias-dropout-fusion=1"}).message()),
+            "--no-bias-dropout-fusion=1: a negation takes no value: write "
+            "--no-bias-dropout-fusion, or --bias-dropout-fusion=<true|false>");
+  EXPECT_EQ(std::string(p.Parse({"--no-num-layers"}).message()),
+            "unknown flag --no-num-layers: only boolean flags have a --no- form, and --num-layers "
+            "takes a value: write --num-layers=<value>");
+  EXPECT_THAT(std::string(p.Parse({"--no-bias-dropout-fusoin"}).message()),
+              HasSubstr("unknown flag --no-bias-dropout-fusoin (did you mean "
+                        "--no-bias-dropout-fusion?)"));
+  EXPECT_THAT(std::string(p.Parse({"--no-such-flag"}).message()),
+              HasSubstr("unknown flag --no-such-flag"));
+  EXPECT_THAT(std::string(p.Parse({"--stop_on_stdin=maybe"}).message()),
+              HasSubstr("write --stop_on_stdin or --no_stop_on_stdin"));
+}
+
+TEST(FlagParserTest, HelpShowsTheNegations) {
+  bool fusion = true;
+  bool stop = false;
+  int layers = 2;
+  FlagParser p;
+  p.Add("bias-dropout-fusion", &fusion, "fused");
+  p.AddAlias("fuse", "bias-dropout-fusion");
+  p.Add("stop_on_stdin", &stop, "stop");
+  p.Add("num-layers", &layers, "layers");
+  const std::string help = p.Help();
+  EXPECT_THAT(help, HasSubstr("--[no-]bias-dropout-fusion, --[no-]fuse"));
+  EXPECT_THAT(help, HasSubstr("--[no_]stop_on_stdin"));
+  EXPECT_THAT(help, HasSubstr("  --num-layers "));
+  EXPECT_THAT(help, ::testing::Not(HasSubstr("[no-]num-layers")));
+}
+
+TEST(FlagParserDeathTest, AmbiguousOrWrongRegistrationsAbort) {
+  bool flag = false;
+  bool other = false;
+  std::string text;
+  EXPECT_DEATH(
+      {
+        FlagParser p;
+        p.Add("bias-dropout-fusion", &flag, "fused");
+        p.Add("no-bias-dropout-fusion", &other, "unfused");
+      },
+      "--no-bias-dropout-fusion is the negation of the boolean flag --bias-dropout-fusion");
+  EXPECT_DEATH(
+      {
+        FlagParser p;
+        p.Add("no_cache", &other, "no cache");
+        p.Add("cache", &flag, "cache");
+      },
+      "--no-cache is registered, so the boolean flag --cache cannot have its negation");
+  EXPECT_DEATH(
+      {
+        FlagParser p;
+        p.Add("fp16", &flag, "fp16");
+        p.AddAlias("no-half", "half");
+      },
+      "no flag --half");
+  EXPECT_DEATH(
+      {
+        FlagParser p;
+        p.Add("half-precision", &flag, "fp16");
+        p.Add("half_precision", &other, "fp16 again");
+      },
+      "the flag --half-precision is registered twice");
+  EXPECT_DEATH(
+      {
+        FlagParser p;
+        p.Add("save", &text, "dir");
+        p.SetMinimum("save", 1);
+      },
+      "SetMinimum: --save is not a numeric flag");
+  // A "no-" name is fine where it means one thing: with no boolean beside it, or beside a
+  // flag that is not boolean.
+  int cache = 0;
+  FlagParser p;
+  p.Add("no-color", &flag, "plain output");
+  p.Add("cache", &cache, "cache size");
+  p.Add("no-cache", &other, "no cache");
+  ASSERT_TRUE(p.Parse({"--no-color", "--no-cache", "--cache=3"}).ok());
+  EXPECT_TRUE(flag);
+  EXPECT_TRUE(other);
+  EXPECT_EQ(cache, 3);
+  ASSERT_TRUE(p.Parse({"--no-no-color"}).ok());
+  EXPECT_FALSE(flag);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Unit tests of the --morph manager's pure parts (varuna/morph.h): the machine list, the
+// Unit tests of the --morph manager's pure parts (varuna/launch/morph.h): the machine list, the
 // worker flags of a resumed generation, the configuration for a set of machines, and the node
 // launchers' command lines.
 #include "varuna/launch/morph.h"

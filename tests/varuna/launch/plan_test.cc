@@ -90,6 +90,13 @@ TEST(ParseLaunchFlagsTest, BadArgumentsNameTheProblem) {
   EXPECT_THAT(ParseError({"--nstages=2.5", "--", "w"}), HasSubstr("is not an integer"));
   EXPECT_THAT(ParseError({"--grace_seconds=soon", "--", "w"}),
               HasSubstr("--grace_seconds=soon is not a number"));
+  EXPECT_THAT(ParseError({"--nnodes=0", "--", "w"}),
+              HasSubstr("--nnodes=0 must be >= 1: pass e.g. --nnodes=2"));
+  EXPECT_THAT(
+      ParseError({"--master_port=70000", "--", "w"}),
+      HasSubstr("--master_port=70000 must be in [0, 65535]: pass e.g. --master_port=29500"));
+  EXPECT_THAT(ParseError({"--no-morph=1", "--", "w"}),
+              HasSubstr("--no-morph=1: a negation takes no value"));
   EXPECT_THAT(ParseError({"--nstages"}), HasSubstr("--nstages needs a value"));
   EXPECT_THAT(ParseError({"--nstages=2", "--chunk_size=4"}), HasSubstr("no worker program"));
   EXPECT_THAT(ParseError({"--nstages=2", "--"}), HasSubstr("no worker program"));
@@ -120,9 +127,10 @@ TEST(PlanLaunchTest, TwoStagesTimesTwoReplicas) {
   EXPECT_THAT(w3.argv, ElementsAre("/ws/bazel-bin/trainer/pretrain_gpt2", "--data-path=corpus",
                                    "--rank=3", "--local_rank=3", "--stage_to_rank_map=0,2;1,3;",
                                    "--chunk_size=4", "--batch-size=16"));
-  EXPECT_THAT(w3.env, ElementsAre("HOME=/root", "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=4",
-                                  "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500", "OMP_NUM_THREADS=1",
-                                  "RANK=3", "WORLD_SIZE=4"));
+  EXPECT_THAT(w3.env,
+              ElementsAre("HOME=/root", "GROUP_RANK=0", "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=4",
+                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500", "OMP_NUM_THREADS=1",
+                          "RANK=3", "ROLE_RANK=3", "ROLE_WORLD_SIZE=4", "WORLD_SIZE=4"));
 }
 
 TEST(PlanLaunchTest, FourStagesOneReplica) {

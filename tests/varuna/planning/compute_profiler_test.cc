@@ -1,4 +1,4 @@
-// Tests of varuna/profiler.h on a tiny GPT-2 on the CPU.
+// Tests of varuna/planning/compute_profiler.h on a tiny GPT-2 on the CPU.
 #include "varuna/planning/compute_profiler.h"
 
 #include <ATen/ATen.h>

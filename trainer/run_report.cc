@@ -1,0 +1,42 @@
+#include "trainer/run_report.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace trainer {
+
+RunReport::RunReport(std::unique_ptr<TrainingLog> log, std::unique_ptr<TensorBoardLog> tensorboard,
+                     std::function<std::optional<DeviceMemory>()> device_memory)
+    : log_(std::move(log)),
+      tensorboard_(std::move(tensorboard)),
+      device_memory_(std::move(device_memory)) {}
+
+void RunReport::Start(int64_t iteration, bool resumed) {
+  if (tensorboard_ == nullptr) return;
+  if (resumed) tensorboard_->SkipThrough(iteration);
+  log_->Info(absl::StrCat("> tensorboard: ", tensorboard_->path()));
+  if (tensorboard_->options().log_memory && !device_memory_) {
+    log_->Info("> tensorboard: no memory scalars on the CPU (--log-memory-to-tensorboard)");
+  }
+}
+
+absl::Status RunReport::Step(const StepRecord& step) {
+  if (tensorboard_ == nullptr || !tensorboard_->WantsStep(step.iteration)) {
+    return absl::OkStatus();
+  }
+  const bool memory = tensorboard_->options().log_memory && device_memory_;
+  return tensorboard_->Step(step, memory ? device_memory_() : std::nullopt);
+}
+
+absl::Status RunReport::Interval(const StepRecord& interval) {
+  if (absl::Status status = log_->Step(interval); !status.ok()) return status;
+  return tensorboard_ == nullptr ? absl::OkStatus() : tensorboard_->Throughput(interval);
+}
+
+absl::Status RunReport::Evaluation(const EvalRecord& record, int64_t consumed_samples) {
+  if (absl::Status status = log_->Eval(record); !status.ok()) return status;
+  return tensorboard_ == nullptr ? absl::OkStatus() : tensorboard_->Eval(record, consumed_samples);
+}
+
+}  // namespace trainer

@@ -1,0 +1,71 @@
+// What the trainer's log says of its steps: the cost of one iteration (Megatron's FLOPs, the
+// tokens, the job's peak), the steps since the last log line (LogInterval: mean loss of the
+// applied ones, time of all), one step's own record for TensorBoard (OneStep), and the CUDA
+// allocator's statistics (DeviceMemoryOf).
+//
+// Thread safety: values and pure functions; LogInterval is for one thread.
+#ifndef VARUNA_TRAINER_STEP_METRICS_H_
+#define VARUNA_TRAINER_STEP_METRICS_H_
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "models/gpt2/config.h"
+#include "trainer/tensorboard_log.h"
+#include "trainer/training_log.h"
+#include "trainer/training_state.h"
+#include "varuna/varuna.h"
+
+namespace trainer {
+
+// What one iteration costs, for the log's throughput and MFU.
+struct IterationCost {
+  int64_t global_batch = 0;  // sequences, all replicas
+  double flops = 0;          // Megatron's formula (models/gpt2/flops.h)
+  double tokens = 0;
+  // The peak of all the job's devices (--peak-tflops or the device table, times the world
+  // size): the FLOP/s are the whole job's (global batch, all stages). Unset when unknown.
+  std::optional<double> job_peak_tflops;
+};
+
+// The cost of an iteration of `config` with `batch_size` sequences per replica on the layout
+// of `engine`, on devices named `device_name`; `peak_tflops` > 0 overrides the device table.
+IterationCost CostOf(const gpt2::Gpt2Config& config, int64_t batch_size,
+                     const varuna::VarunaOptions& engine, const std::string& device_name,
+                     double peak_tflops);
+
+// The steps since the last log line.
+class LogInterval {
+ public:
+  // A step of `seconds` (the step alone: evaluations and checkpoints are left out).
+  void Add(const varuna::StepResult& result, double seconds);
+
+  // The log line's record at `state` (of `train_iters`), with the engine's learning rate and
+  // loss scale; starts a fresh interval. The loss is the mean of the applied steps (NaN when
+  // every step was skipped).
+  StepRecord Take(const TrainingState& state, int64_t train_iters, varuna::Varuna& engine,
+                  const IterationCost& cost);
+
+ private:
+  double loss_sum_ = 0;
+  int64_t losses_ = 0;
+  double grad_norm_ = 0;
+  double seconds_ = 0;
+  int64_t steps_ = 0;
+};
+
+// The scalars of one step, for TensorBoard: its own loss (NaN when it was skipped), not the
+// interval's mean.
+StepRecord OneStep(const varuna::StepResult& result, const TrainingState& state,
+                   varuna::Varuna& engine);
+
+// The CUDA caching allocator's statistics of `device` (Megatron's torch.cuda.memory_stats
+// scalars); nullopt on the CPU, which has no such allocator.
+std::optional<DeviceMemory> DeviceMemoryOf(const c10::Device& device);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_STEP_METRICS_H_
