@@ -37,14 +37,18 @@ slug() {
   REPLY=${s// /-}
 }
 
-# strip_code LINE: LINE without its `code spans` (into $REPLY).
+# strip_code LINE: LINE with the brackets and parentheses inside its `code spans` turned into
+# '_', so that no link is found in code but a link's text may be code (into $REPLY).
 strip_code() {
   local s=$1 out=""
   while [[ $s =~ ^([^\`]*)(\`+)(.*)$ ]]; do
     local before=${BASH_REMATCH[1]} ticks=${BASH_REMATCH[2]} rest=${BASH_REMATCH[3]}
     out+=$before
     if [[ $rest == *"$ticks"* ]]; then
-      s=${rest#*"$ticks"}      # a code span: drop it up to the same run of backticks
+      local code=${rest%%"$ticks"*}
+      code=${code//[\[\]\(\)]/_}
+      out+=$ticks$code$ticks
+      s=${rest#*"$ticks"}      # a code span: kept, without brackets, up to the same backticks
     else
       out+=$ticks              # an unmatched run is literal text
       s=$rest
@@ -109,6 +113,7 @@ check_target() {
   else
     dest=$(dirname "$file")/$path
   fi
+  dest=$(realpath -m -- "$dest")
   if [[ ! -e $dest ]]; then
     report "$file" "$lineno" "$link" "no such file: ${dest#"$root"/}"
     return
