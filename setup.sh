@@ -15,7 +15,11 @@
 #      libtorch_cpu.so itself links: libcudart.so.13 and libcupti.so.13), checks their
 #      sha256, keeps them in ~/.cache/varuna/wheels so fresh clones do not download again,
 #      and unpacks them into .deps/site-packages (git-ignored; a site-packages layout so
-#      torch's own RPATH finds the CUDA libraries beside it).
+#      torch's own RPATH finds the CUDA libraries beside it), with the Python packages some
+#      tests compare against (tokenizers, tiktoken, regex);
+#   4. fetches the pinned openai-whisper sdist the same way (kept in ~/.cache/varuna/sdists)
+#      for the GPT-2 BPE ranks it ships, and writes GPT-2's vocabulary files from them into
+#      .deps/gpt2 (gpt2-vocab.json, gpt2-merges.txt, gpt2.tiktoken; setup/gpt2_bpe_files.py).
 # Re-running it changes nothing that is already in place and prints only the summary.
 #
 # Environment overrides (mostly for tests): PYTHON (default python3), CUDA_HOME (default
@@ -24,7 +28,8 @@
 set -euo pipefail
 set -f  # no globbing: the wheel tables hold shell patterns for the unpacker, not for bash
 
-readonly ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly ROOT
 readonly DEPS_DIR=${VARUNA_DEPS_DIR:-$ROOT/.deps}
 readonly CACHE_DIR=${VARUNA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/varuna}
 readonly PYTHON=${PYTHON:-python3}
@@ -45,7 +50,16 @@ readonly WHEELS=(
   # Hugging Face's tokenizers (abi3: any Python >= 3.9), only for the test of the exported
   # tokenizer.json (//tests/tools/export_hf:hf_tokenizer_parity_test, with PYTHONPATH=.deps/site-packages).
   "tokenizers==0.22.1 e2ef6063d7a84994129732b47e7915e8710f27f99f3a3260b8a38fc7ccd083f4 tokenizers-0.22.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl tokenizers/*"
+  # OpenAI's tiktoken and its dependency regex (CPython 3.11, Debian 12's python3), only for
+  # the test of GPT-2's BPE (//tests/data:gpt2_bpe_parity_test). tiktoken imports `requests`
+  # only to download ranks files by URL; the test loads .deps/gpt2/gpt2.tiktoken, so it is not
+  # fetched.
+  "tiktoken==0.14.0 f5e7665f6624e052e5e7f6a36919ab69279decdc976d7b16b4fa15e1897d0513 tiktoken-0.14.0-cp311-cp311-manylinux_2_28_x86_64.whl tiktoken/* tiktoken_ext/*"
+  "regex==2026.11.19 86d3b2ea69b3c56df3e8ddbac6cd98eaf5a8c5b5e7e006897ebdf7a28d6818e6 regex-2026.11.19-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl regex/*"
 )
+# GPT-2's BPE ranks (whisper/assets/gpt2.tiktoken) come from this sdist: name==version, sha256,
+# file name. setup/gpt2_bpe_files.py turns them into GPT-2's vocabulary files.
+readonly GPT2_SDIST="openai-whisper==20250625 37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96 openai_whisper-20250625.tar.gz"
 # --cuda: the libraries libtorch_cuda.so needs that the CUDA toolkit does not ship
 # (torch 2.11.0 pins these versions).
 readonly CUDA_WHEELS=(
@@ -53,14 +67,14 @@ readonly CUDA_WHEELS=(
   "nvidia-cusparselt-cu13==0.8.0 25e30a8a7323935d4ad0340b95a0b69926eee755767e8e0b1cf8dd85b197d3fd nvidia_cusparselt_cu13-0.8.0-py3-none-manylinux2014_x86_64.whl nvidia/cusparselt/lib/libcusparseLt.so.0"
   "nvidia-nvshmem-cu13==3.4.5 290f0a2ee94c9f3687a02502f3b9299a9f9fe826e6d0287ee18482e78d495b80 nvidia_nvshmem_cu13-3.4.5-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl nvidia/nvshmem/lib/libnvshmem_host.so.3"
 )
-readonly APT_PACKAGES=(bazel-bootstrap g++ libabsl-dev libsentencepiece-dev sentencepiece
+readonly APT_PACKAGES=(bazel-bootstrap g++ libabsl-dev libicu-dev libsentencepiece-dev sentencepiece
   libgtest-dev libgloo-dev nlohmann-json3-dev libprotobuf-dev protobuf-compiler)
 
 want_cuda=0
 for arg in "$@"; do
   case "$arg" in
     --cuda) want_cuda=1 ;;
-    -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg'; the only option is --cuda (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -70,11 +84,36 @@ die() {
   exit 1
 }
 
+# fetch <spec> <sha256> <file> <cache folder> <pip download options...>: makes sure the cache
+# folder holds <file> with that sha256, downloading <spec> from PyPI if it does not. A download
+# with another sha256 is refused and not kept.
+fetch() {
+  local spec=$1 sha=$2 file=$3 dir=$4
+  shift 4
+  local cached=$dir/$file tmp got
+  mkdir -p "$dir"
+  [[ -f "$cached" && "$(sha256sum "$cached" | cut -d' ' -f1)" == "$sha" ]] && return 0
+  echo "setup: downloading $spec from PyPI"
+  tmp=$(mktemp -d "$dir/.download.XXXXXX")
+  # --no-deps: only what the tables pin, none of its dependencies.
+  if ! "$PYTHON" -m pip download -q --no-deps "$@" -d "$tmp" "$spec"; then
+    rm -rf "$tmp"
+    die "pip could not download $spec. Check access to PyPI (network, proxy, pip.conf) and re-run."
+  fi
+  got=$(sha256sum "$tmp/$file" 2> /dev/null | cut -d' ' -f1 || true)
+  if [[ "$got" != "$sha" ]]; then
+    rm -rf "$tmp"
+    die "$file from PyPI has sha256 '${got:-<no such file>}', expected $sha. Not using it; re-run, or check for a proxy rewriting downloads."
+  fi
+  mv "$tmp/$file" "$cached"
+  rm -rf "$tmp"
+}
+
 # ---- 1. prerequisites that set-up cannot install ------------------------------------------
 
 [[ "$(uname -s)" == Linux && "$(uname -m)" == x86_64 ]] ||
   die "this workspace builds on x86-64 Linux only (found $(uname -s) $(uname -m))."
-[[ -f /etc/debian_version ]] && command -v dpkg-query > /dev/null ||
+{ [[ -f /etc/debian_version ]] && command -v dpkg-query > /dev/null; } ||
   die "this set-up installs Debian packages with apt-get, and /etc/debian_version or dpkg-query is missing. Use Debian 12 (bookworm) or a derivative."
 
 command -v "$PYTHON" > /dev/null ||
@@ -146,13 +185,13 @@ site=$DEPS_DIR/site-packages
 # A stamp of a wheel no longer pinned means the pins changed: start from an empty tree, so
 # no file of an older version stays behind.
 if [[ -d "$site/.installed" ]]; then
-  for stamp in $(ls "$site/.installed"); do
+  while read -r stamp; do
     if [[ " ${WHEELS[*]} ${CUDA_WHEELS[*]} " != *" $stamp "* ]]; then
       echo "setup: the pinned wheels changed ($stamp is no longer one); reinstalling $site"
       rm -rf "$site"
       break
     fi
-  done
+  done < <(find "$site/.installed" -mindepth 1 -maxdepth 1 -printf '%f\n')
 fi
 wheels=("${WHEELS[@]}")
 ((want_cuda)) && wheels+=("${CUDA_WHEELS[@]}")
@@ -160,28 +199,14 @@ for entry in "${wheels[@]}"; do
   read -r spec sha file members <<< "$entry"
   # The stamp is written last: an interrupted unpack is redone on the next run.
   [[ -f "$site/.installed/$file" ]] && continue
-  mkdir -p "$CACHE_DIR/wheels"
+  fetch "$spec" "$sha" "$file" "$CACHE_DIR/wheels" --only-binary=:all: --python-version 3.11 \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
   cached=$CACHE_DIR/wheels/$file
-  if [[ ! -f "$cached" || "$(sha256sum "$cached" | cut -d' ' -f1)" != "$sha" ]]; then
-    echo "setup: downloading $spec from PyPI"
-    tmp=$(mktemp -d "$CACHE_DIR/wheels/.download.XXXXXX")
-    # --no-deps: only the wheels listed above, none of torch's other CUDA dependencies.
-    if ! "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
-      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp" "$spec"; then
-      rm -rf "$tmp"
-      die "pip could not download $spec. Check access to PyPI (network, proxy, pip.conf) and re-run."
-    fi
-    got=$(sha256sum "$tmp/$file" 2> /dev/null | cut -d' ' -f1 || true)
-    if [[ "$got" != "$sha" ]]; then
-      rm -rf "$tmp"
-      die "$file from PyPI has sha256 '${got:-<no such file>}', expected $sha. Not using it; re-run, or check for a proxy rewriting downloads."
-    fi
-    mv "$tmp/$file" "$cached"
-    rm -rf "$tmp"
-  fi
   echo "setup: unpacking $spec into $site"
   mkdir -p "$site/.installed"
+  # $members unquoted: one argument per pattern (set -f keeps bash from globbing them).
+  # shellcheck disable=SC2086
   "$PYTHON" - "$cached" "$site" $members << 'EOF_PY'
 import fnmatch, os, sys, zipfile
 wheel, dest, patterns = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -199,6 +224,27 @@ EOF_PY
   touch "$site/.installed/$file"
 done
 
+# ---- 4. GPT-2's BPE files from the openai-whisper sdist -----------------------------------------
+
+gpt2=$DEPS_DIR/gpt2
+gpt2_files=(gpt2-vocab.json gpt2-merges.txt gpt2.tiktoken)
+read -r spec sha file <<< "$GPT2_SDIST"
+# The stamp names the sdist the files came from and is written last.
+gpt2_done=1
+for f in ".installed/$file" "${gpt2_files[@]}"; do
+  [[ -f "$gpt2/$f" ]] || gpt2_done=0
+done
+if ((!gpt2_done)); then
+  # --no-binary: the sdist itself (pip prepares its metadata; nothing is built or installed).
+  fetch "$spec" "$sha" "$file" "$CACHE_DIR/sdists" --no-binary=openai-whisper
+  echo "setup: writing GPT-2's BPE files from $spec into $gpt2"
+  rm -rf "$gpt2"
+  "$PYTHON" "$ROOT/setup/gpt2_bpe_files.py" "$CACHE_DIR/sdists/$file" "$gpt2" ||
+    die "could not write GPT-2's BPE files into $gpt2 (error above). Check that $DEPS_DIR is writable and has space, and re-run."
+  mkdir -p "$gpt2/.installed"
+  touch "$gpt2/.installed/$file"
+fi
+
 # ---- summary ---------------------------------------------------------------------------------
 
 pkg_version() { dpkg-query -W -f='${Version}' "$1" 2> /dev/null || echo "not installed"; }
@@ -206,4 +252,5 @@ echo "setup: ready."
 echo "  Bazel $(pkg_version bazel-bootstrap), $(g++ --version | head -n1)"
 echo "  Abseil $(pkg_version libabsl-dev), SentencePiece $(pkg_version libsentencepiece-dev), GoogleTest $(pkg_version libgtest-dev), Gloo $(pkg_version libgloo-dev), nlohmann/json $(pkg_version nlohmann-json3-dev)"
 echo "  LibTorch $TORCH_VERSION (PyPI wheel, C++11 ABI) in $site; Python $py_version used to fetch it"
+echo "  GPT-2's BPE files (${gpt2_files[*]}, from ${GPT2_SDIST%% *}) in $gpt2"
 echo "  CUDA: $cuda_summary"

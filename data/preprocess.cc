@@ -175,7 +175,7 @@ absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(options.tokenizer_model);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(options.tokenizer);
   if (!tokenizer.ok()) return tokenizer.status();
 
   PreprocessStats stats;
@@ -264,8 +264,7 @@ absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
   }
   if (absl::Status finished = (*builder)->Finish(); !finished.ok()) return finished;
   // Which tokenizer made the ids, so that training with another one is caught.
-  absl::StatusOr<DatasetTokenizer> record =
-      DescribeTokenizer(options.tokenizer_model, stats.vocab_size, (*tokenizer)->eod_id());
+  absl::StatusOr<DatasetTokenizer> record = DescribeTokenizer(**tokenizer);
   if (!record.ok()) return record.status();
   if (absl::Status s = WriteDatasetTokenizer(stats.dataset_prefix, *record); !s.ok()) return s;
   stats.seconds = elapsed();

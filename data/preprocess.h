@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/indexed_dataset.h"
+#include "data/tokenizer_status.h"
 
 namespace data {
 
@@ -28,8 +29,9 @@ struct PreprocessOptions {
   // The dataset is written to <output_prefix>_<json_key>_document.bin/.idx. Required; its
   // directory must exist.
   std::string output_prefix;
-  // SentencePiece model (//data:train_tokenizer). Required.
-  std::string tokenizer_model;
+  // The tokenizer, by Megatron's flags: a SentencePiece model (//data:train_tokenizer) or
+  // GPT-2's vocab.json + merges.txt. Required.
+  TokenizerSpec tokenizer;
   // Field of each JSON line that holds the document text; also names the output. One key.
   std::string json_key = "text";
   // Append the tokenizer's EOD id after every document.

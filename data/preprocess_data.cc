@@ -4,7 +4,9 @@
 //   bazel run //data:preprocess_data -- --input=data/corpus/fortunes.jsonl
 //       --output-prefix=/tmp/fortunes --tokenizer-model=/tmp/tok.model
 //
-// writes /tmp/fortunes_text_document.bin and .idx. Flags (varuna::FlagParser) take dashes or
+// writes /tmp/fortunes_text_document.bin and .idx; with GPT-2's tokenizer, as Megatron's recipes:
+//   ... --tokenizer-type=GPT2BPETokenizer --vocab-file=gpt2-vocab.json --merge-file=gpt2-merges.txt
+//   Flags (varuna::FlagParser) take dashes or
 // underscores, `--flag=value` or `--flag value`; `--help` lists them with their defaults.
 // Relative paths are resolved against the directory `bazel run` was started from. Exit status:
 // 0 on success (the dataset prefix printed) and after --help, 1 when preprocessing fails,
@@ -23,13 +25,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
 #include "data/preprocess.h"
+#include "data/tokenizer_status.h"
 #include "varuna/flags/flag_parser.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "Tokenizes text into a Megatron indexed dataset (.bin/.idx).\nExample: preprocess_data "
-    "--input=corpus.jsonl --output-prefix=out/corpus --tokenizer-model=tok.model";
+    "--input=corpus.jsonl --output-prefix=out/corpus --tokenizer-model=tok.model\n"
+    "     or: preprocess_data --input=corpus.jsonl --output-prefix=out/corpus "
+    "--tokenizer-type=GPT2BPETokenizer --vocab-file=gpt2-vocab.json --merge-file=gpt2-merges.txt";
 
 // Registers the flags on `parser`: --input into `input` (comma-separated), the others into
 // `options`, whose values are the defaults. Both must outlive the parser.
@@ -40,8 +45,14 @@ void Register(varuna::FlagParser& parser, std::string& input, data::PreprocessOp
              "blank lines.");
   parser.Add("output-prefix", &options.output_prefix,
              "Writes <output-prefix>_<json-keys>_document.bin and .idx.");
-  parser.Add("tokenizer-model", &options.tokenizer_model,
+  parser.Add("tokenizer-type", &options.tokenizer.type,
+             "SentencePieceTokenizer or GPT2BPETokenizer; empty: the kind of the files given.");
+  parser.Add("tokenizer-model", &options.tokenizer.model_file,
              "SentencePiece model file (make one with //data:train_tokenizer).");
+  parser.Add("vocab-file", &options.tokenizer.vocab_file,
+             "GPT-2 BPE: vocab.json (./setup.sh puts GPT-2's in .deps/gpt2/gpt2-vocab.json).");
+  parser.Add("merge-file", &options.tokenizer.merge_file,
+             "GPT-2 BPE: merges.txt (./setup.sh puts GPT-2's in .deps/gpt2/gpt2-merges.txt).");
   parser.Add("json-keys", &options.json_key, "The JSON field that holds each document's text.");
   parser.Add("append-eod", &options.append_eod,
              "Append the tokenizer's end-of-document id after every document "
@@ -73,6 +84,17 @@ int main(int argc, char** argv) {
                  "preprocess_data: error: unexpected argument '%s': all inputs go in --input, "
                  "comma-separated (e.g. --input=%s)\n",
                  positional[0].c_str(), positional[0].c_str());
+    return 2;
+  }
+  // Which tokenizer the flags name is a question of the command line (exit 2); whether its
+  // files are good, of the files (exit 1).
+  absl::StatusOr<std::optional<data::TokenizerKind>> kind =
+      data::TokenizerKindOf(options.tokenizer);
+  if (!kind.ok() || !kind->has_value()) {
+    std::fprintf(stderr, "preprocess_data: error: %s\n",
+                 kind.ok() ? "no tokenizer given: pass --tokenizer-model=FILE (SentencePiece), or "
+                             "--vocab-file=gpt2-vocab.json --merge-file=gpt2-merges.txt (GPT-2 BPE)"
+                           : std::string(kind.status().message()).c_str());
     return 2;
   }
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {

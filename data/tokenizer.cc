@@ -63,16 +63,21 @@ int RequiredPieces(const std::string& message) {
 
 }  // namespace
 
-struct Tokenizer::Model {
+struct SentencePieceTokenizer::Model {
   sentencepiece::SentencePieceProcessor processor;
 };
 
-Tokenizer::Tokenizer(std::string model_file, std::unique_ptr<Model> model)
+const char* TokenizerTypeName(TokenizerKind kind) {
+  return kind == TokenizerKind::kGpt2Bpe ? "GPT2BPETokenizer" : "SentencePieceTokenizer";
+}
+
+SentencePieceTokenizer::SentencePieceTokenizer(std::string model_file, std::unique_ptr<Model> model)
     : model_file_(std::move(model_file)), model_(std::move(model)) {}
 
-Tokenizer::~Tokenizer() = default;
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
-std::unique_ptr<Tokenizer> Tokenizer::Load(const std::string& model_file, std::string* error) {
+std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::Load(const std::string& model_file,
+                                                                     std::string* error) {
   if (model_file.empty()) {
     *error = std::string("no tokenizer model given (--tokenizer-model is empty); ") + kHowToMake;
     return nullptr;
@@ -101,10 +106,11 @@ std::unique_ptr<Tokenizer> Tokenizer::Load(const std::string& model_file, std::s
              "//data:train_tokenizer";
     return nullptr;
   }
-  return std::unique_ptr<Tokenizer>(new Tokenizer(model_file, std::move(model)));
+  return std::unique_ptr<SentencePieceTokenizer>(
+      new SentencePieceTokenizer(model_file, std::move(model)));
 }
 
-std::vector<int> Tokenizer::Encode(std::string_view text) const {
+std::vector<int> SentencePieceTokenizer::Encode(std::string_view text) const {
   std::vector<int> ids;
   const sentencepiece::util::Status status = model_->processor.Encode(text, &ids);
   if (!status.ok()) {
@@ -115,7 +121,7 @@ std::vector<int> Tokenizer::Encode(std::string_view text) const {
   return ids;
 }
 
-std::string Tokenizer::Decode(const std::vector<int>& ids) const {
+std::string SentencePieceTokenizer::Decode(const std::vector<int>& ids) const {
   const int size = vocab_size();
   std::vector<int> valid(ids);
   for (int& id : valid) {
@@ -131,13 +137,13 @@ std::string Tokenizer::Decode(const std::vector<int>& ids) const {
   return text;
 }
 
-int Tokenizer::vocab_size() const { return model_->processor.GetPieceSize(); }
+int SentencePieceTokenizer::vocab_size() const { return model_->processor.GetPieceSize(); }
 
-int Tokenizer::eod_id() const { return model_->processor.eos_id(); }
+int SentencePieceTokenizer::eod_id() const { return model_->processor.eos_id(); }
 
-int Tokenizer::pad_id() const { return model_->processor.pad_id(); }
+int SentencePieceTokenizer::pad_id() const { return model_->processor.pad_id(); }
 
-std::string Tokenizer::IdToPiece(int id) const {
+std::string SentencePieceTokenizer::IdToPiece(int id) const {
   if (id < 0 || id >= vocab_size()) return "";
   return model_->processor.IdToPiece(id);
 }

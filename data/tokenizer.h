@@ -1,5 +1,7 @@
-// The tokenizer: a SentencePiece model (BPE or unigram) that turns text into token ids and
-// back, and the trainer that makes such a model from text.
+// The tokenizer: what turns text into token ids and back (Tokenizer, the interface the data
+// pipeline, the trainer and the export use, whatever kind made the ids), its SentencePiece kind
+// (SentencePieceTokenizer: a BPE or unigram .model), and the trainer that makes such a model
+// from text. GPT-2's byte-level BPE, the other kind, is data/gpt2_bpe.h.
 //
 // This header uses std types only, on purpose: SentencePiece's headers cannot share a
 // translation unit with Abseil's (shared/toolchain.md), so tokenizer.cc includes
@@ -20,40 +22,74 @@
 
 namespace data {
 
-// A loaded SentencePiece model. Immutable after Load: every method is const and may be
-// called from several threads at once.
+// The kinds of tokenizer, by Megatron's --tokenizer-type names.
+enum class TokenizerKind {
+  kSentencePiece,  // "SentencePieceTokenizer": a SentencePiece .model (--tokenizer-model)
+  kGpt2Bpe,  // "GPT2BPETokenizer": GPT-2's vocab.json + merges.txt (--vocab-file, --merge-file)
+};
+
+// "SentencePieceTokenizer" or "GPT2BPETokenizer".
+const char* TokenizerTypeName(TokenizerKind kind);
+
+// A loaded tokenizer. Immutable after loading: every method is const and may be called from
+// several threads at once.
 class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  virtual TokenizerKind kind() const = 0;
+
+  // Token ids of `text` (UTF-8), without EOD. Never fails for a loaded tokenizer.
+  virtual std::vector<int> Encode(std::string_view text) const = 0;
+
+  // The text of `ids`. Ids outside [0, vocab_size()) (e.g. from a vocabulary padded for the
+  // model) and control ids (EOD, BOS, pad) decode as nothing or as the unknown piece, as the
+  // kind does.
+  virtual std::string Decode(const std::vector<int>& ids) const = 0;
+
+  // Number of ids; ids are in [0, vocab_size()).
+  virtual int vocab_size() const = 0;
+  // The end-of-document id ("</s>" of a SentencePiece model, "<|endoftext|>" of GPT-2):
+  // appended after every document.
+  virtual int eod_id() const = 0;
+  // The padding id, or -1 if there is none.
+  virtual int pad_id() const = 0;
+  // The piece of `id` as the kind writes it ("▁the", "<0x0A>"; GPT-2's "Ġthe"); "" if `id` is
+  // out of range.
+  virtual std::string IdToPiece(int id) const = 0;
+  // The files it was loaded from: the .model; vocab.json and merges.txt.
+  virtual std::vector<std::string> files() const = 0;
+};
+
+// A loaded SentencePiece model.
+class SentencePieceTokenizer final : public Tokenizer {
  public:
   // Loads `model_file` (a SentencePiece .model). Returns nullptr and sets *error (naming the
   // file, the problem and how to make a model) if the file is missing or not a model, or if
   // the model has no end-of-document piece (eos, "</s>").
-  static std::unique_ptr<Tokenizer> Load(const std::string& model_file, std::string* error);
+  static std::unique_ptr<SentencePieceTokenizer> Load(const std::string& model_file,
+                                                      std::string* error);
 
-  ~Tokenizer();
-  Tokenizer(const Tokenizer&) = delete;
-  Tokenizer& operator=(const Tokenizer&) = delete;
+  ~SentencePieceTokenizer() override;
+  SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
+  SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
 
-  // Token ids of `text` (UTF-8), without EOD. Never fails for a loaded model (aborts with a
-  // message if SentencePiece reports an error, which would be a bug).
-  std::vector<int> Encode(std::string_view text) const;
-
-  // The text of `ids`. Ids outside [0, vocab_size()) (e.g. from a vocabulary padded for the
-  // model) decode as the unknown piece; control ids (EOD, BOS, pad) decode as nothing.
-  std::string Decode(const std::vector<int>& ids) const;
-
-  // Number of pieces; ids are in [0, vocab_size()).
-  int vocab_size() const;
-  // The end-of-document id (the model's eos, "</s>"): appended after every document.
-  int eod_id() const;
-  // The padding id, or -1 if the model has none.
-  int pad_id() const;
-  // The piece of `id` ("▁the", "<0x0A>", "</s>"); "" if `id` is out of range.
-  std::string IdToPiece(int id) const;
+  TokenizerKind kind() const override { return TokenizerKind::kSentencePiece; }
+  // Aborts with a message if SentencePiece reports an error, which would be a bug.
+  std::vector<int> Encode(std::string_view text) const override;
+  // Ids out of range decode as the unknown piece; control ids as nothing.
+  std::string Decode(const std::vector<int>& ids) const override;
+  int vocab_size() const override;
+  // The model's eos.
+  int eod_id() const override;
+  int pad_id() const override;
+  std::string IdToPiece(int id) const override;
+  std::vector<std::string> files() const override { return {model_file_}; }
   const std::string& model_file() const { return model_file_; }
 
  private:
   struct Model;  // wraps sentencepiece::SentencePieceProcessor
-  Tokenizer(std::string model_file, std::unique_ptr<Model> model);
+  SentencePieceTokenizer(std::string model_file, std::unique_ptr<Model> model);
 
   const std::string model_file_;
   const std::unique_ptr<Model> model_;
@@ -95,7 +131,7 @@ struct TokenizerTrainOptions {
   // Keeps training on a large corpus to seconds or minutes.
   int64_t input_sentence_size = 300000;
   // Ids of the special pieces; -1 leaves a piece out (a model without eos cannot be
-  // loaded by Tokenizer::Load, which needs it as the EOD).
+  // loaded by SentencePieceTokenizer::Load, which needs it as the EOD).
   int unk_id = 0;
   int bos_id = 1;
   int eos_id = 2;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "data/tokenizer_status.h"
 #include "trainer/lr_schedule.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/pipeline/schedule.h"
@@ -35,8 +36,13 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("data-path", &a.data_path,
         "prefix of a Megatron dataset (<prefix>.bin/.idx); default: the bundled corpus");
   p.Add("split", &a.split, "train,valid,test proportions of the documents");
+  p.Add("tokenizer-type", &a.tokenizer_type,
+        "SentencePieceTokenizer or GPT2BPETokenizer (empty: the kind of the files given; the "
+        "sample run with GPT2BPETokenizer uses GPT-2's own files)");
   p.Add("tokenizer-model", &a.tokenizer_model, "SentencePiece model of the data");
-  p.Add("vocab-size", &a.vocab_size, "vocabulary size when no --tokenizer-model is given");
+  p.Add("vocab-file", &a.vocab_file, "GPT-2 BPE vocab.json of the data (GPT2BPETokenizer)");
+  p.Add("merge-file", &a.merge_file, "GPT-2 BPE merges.txt of the data (GPT2BPETokenizer)");
+  p.Add("vocab-size", &a.vocab_size, "vocabulary size when no tokenizer is given");
   p.SetMinimum("vocab-size", 0);
   p.Add("eod-mask-loss", &a.eod_mask_loss, "exclude end-of-document tokens from the loss");
   p.Add("reset-position-ids", &a.reset_position_ids, "restart position ids after each EOD");
@@ -216,10 +222,18 @@ absl::Status Validate(const TrainerArguments& a) {
                                   " out to use the value of --preset=", a.preset));
     }
   }
-  if (!a.data_path.empty() && a.tokenizer_model.empty() && a.vocab_size == 0) {
+  data::TokenizerSpec tokenizer{a.tokenizer_type, a.tokenizer_model, a.vocab_file, a.merge_file};
+  // The sample run finds GPT-2's own files itself.
+  const bool bundled_gpt2 = a.sample_run && a.tokenizer_type == "GPT2BPETokenizer" &&
+                            a.vocab_file.empty() && a.merge_file.empty();
+  if (bundled_gpt2) tokenizer.vocab_file = tokenizer.merge_file = "bundled";
+  absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(tokenizer);
+  if (!kind.ok()) return kind.status();
+  if (!a.data_path.empty() && !kind->has_value() && a.vocab_size == 0) {
     return Invalid(absl::StrCat("--data-path=", a.data_path,
                                 " needs the data's vocabulary: give --tokenizer-model=FILE "
-                                "(SentencePiece) or --vocab-size=N"));
+                                "(SentencePiece), --vocab-file=FILE --merge-file=FILE (GPT-2 "
+                                "BPE), or --vocab-size=N"));
   }
   if (a.chunk_size > a.batch_size) {
     return Invalid(absl::StrCat("--chunk_size=", a.chunk_size,

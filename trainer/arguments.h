@@ -31,8 +31,15 @@ struct TrainerArguments {
   // Data.
   std::string data_path;  // Prefix of <...>.bin/.idx; empty: the bundled sample corpus.
   std::string split = "969,30,1";
+  // The tokenizer, by Megatron's flags (data/tokenizer_status.h): SentencePieceTokenizer with
+  // --tokenizer-model, or GPT2BPETokenizer with --vocab-file and --merge-file; --tokenizer-type
+  // may be left out when the files say which. The sample run with
+  // --tokenizer-type=GPT2BPETokenizer and no files uses GPT-2's own (./setup.sh fetches them).
+  std::string tokenizer_type;
   std::string tokenizer_model;
-  int64_t vocab_size = 0;  // Without --tokenizer-model: the data's vocabulary size.
+  std::string vocab_file;
+  std::string merge_file;
+  int64_t vocab_size = 0;  // Without a tokenizer: the data's vocabulary size.
   bool eod_mask_loss = false;
   bool reset_position_ids = false;
   bool reset_attention_mask = false;

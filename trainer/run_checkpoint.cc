@@ -20,13 +20,23 @@ using varuna::ResolveUserPath;
 using varuna::json::Value;
 
 RunRecord MakeRunRecord(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                        const std::string& tokenizer_model, const GptData& data) {
+                        const data::TokenizerSpec& tokenizer, const GptData& data) {
   const LrScheduleOptions schedule = LearningRateSchedule(a);
   RunRecord record;
   record.model = gpt2::ModelConfigJson(config);
   record.model_record = gpt2::CheckpointModelJson(config);
-  record.tokenizer_model =
-      tokenizer_model.empty() ? "" : std::filesystem::absolute(tokenizer_model).string();
+  const absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(tokenizer);
+  if (kind.ok() && kind->has_value()) {
+    record.tokenizer = Value::object();
+    record.tokenizer["type"] = data::TokenizerTypeName(**kind);
+    record.tokenizer["files"] = Value::array();
+    const bool bpe = **kind == data::TokenizerKind::kGpt2Bpe;
+    for (const std::string& file : bpe ? std::vector<std::string>{tokenizer.vocab_file,
+                                                                   tokenizer.merge_file}
+                                       : std::vector<std::string>{tokenizer.model_file}) {
+      record.tokenizer["files"].push_back(std::filesystem::absolute(file).string());
+    }
+  }
   record.lr_schedule = Value::object();
   record.lr_schedule["lr"] = a.lr;
   record.lr_schedule["min_lr"] = a.min_lr;
@@ -58,7 +68,10 @@ absl::Status SaveCheckpoint(varuna::Varuna& engine, const TrainerArguments& a,
   trainer["consumed_samples"] = state.consumed_samples;
   trainer["skipped_iterations"] = state.skipped;
   trainer["model"] = record.model_record;
-  trainer["tokenizer_model"] = record.tokenizer_model;
+  const bool sentencepiece = record.tokenizer.is_object() &&
+                             record.tokenizer["type"] == "SentencePieceTokenizer";
+  trainer["tokenizer_model"] = sentencepiece ? record.tokenizer["files"][0] : Value("");
+  trainer["tokenizer"] = record.tokenizer;
   trainer["lr_schedule"] = record.lr_schedule;
   trainer["data_fingerprint"] = record.data_fingerprint;
   varuna::CheckpointOptions options;

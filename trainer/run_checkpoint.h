@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "trainer/arguments.h"
 #include "trainer/gpt_data.h"
@@ -25,14 +26,17 @@ namespace trainer {
 struct RunRecord {
   varuna::json::Value model;         // gpt2::ModelConfigJson: compared on resume
   varuna::json::Value model_record;  // gpt2::CheckpointModelJson: what the checkpoint records
-  std::string tokenizer_model;       // absolute path, for the Hugging Face export; "" for none
-  varuna::json::Value lr_schedule;   // lr, min_lr, decay_style, decay_iters, warmup_iters
-  std::string data_fingerprint;      // the indexed dataset's, as 16 hex digits
+  // The tokenizer, for the Hugging Face export: {"type": "SentencePieceTokenizer" or
+  // "GPT2BPETokenizer", "files": [absolute paths]}; null for none. A SentencePiece model's path
+  // is also "tokenizer_model", as checkpoints before GPT-2 BPE recorded it.
+  varuna::json::Value tokenizer;
+  varuna::json::Value lr_schedule;  // lr, min_lr, decay_style, decay_iters, warmup_iters
+  std::string data_fingerprint;     // the indexed dataset's, as 16 hex digits
 };
 
-// The record of a run of `config` on `data` with the tokenizer `tokenizer_model` ("" for none).
+// The record of a run of `config` on `data` with the tokenizer `tokenizer` (no files: none).
 RunRecord MakeRunRecord(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                        const std::string& tokenizer_model, const GptData& data);
+                        const data::TokenizerSpec& tokenizer, const GptData& data);
 
 // "--hidden-size: checkpoint 128, now 256; ..." for every field of `current` (a
 // ModelConfigJson) that differs in `saved`; "" when none does.

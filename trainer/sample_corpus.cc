@@ -46,27 +46,33 @@ class StoppableSentences : public data::SentenceSource {
 
 }  // namespace
 
-absl::StatusOr<SampleCorpus> SampleCorpusPaths(const std::string& out_dir) {
+SampleCorpus SampleCorpusPaths(const std::string& out_dir, const data::TokenizerSpec& gpt2) {
   SampleCorpus out;
-  out.tokenizer_model = out_dir + "/fortunes_spm.model";
-  out.data_prefix = data::DatasetPrefix(out_dir + "/fortunes", "text");
+  if (gpt2.vocab_file.empty()) {
+    out.tokenizer.model_file = out_dir + "/fortunes_spm.model";
+    out.data_prefix = data::DatasetPrefix(out_dir + "/fortunes", "text");
+  } else {
+    out.tokenizer = gpt2;
+    out.data_prefix = data::DatasetPrefix(out_dir + "/fortunes_gpt2", "text");
+  }
   return out;
 }
 
 absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     const std::string& corpus_jsonl, const std::string& out_dir, int vocab_size,
-    const std::function<void(const std::string&)>& info,
+    const data::TokenizerSpec& gpt2, const std::function<void(const std::string&)>& info,
     const std::function<bool()>& stop_requested) {
   if (::mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create the sample run's folder ",
                                                     out_dir, ": ", std::strerror(errno)));
   }
-  SampleCorpus out = *SampleCorpusPaths(out_dir);
+  SampleCorpus out = SampleCorpusPaths(out_dir, gpt2);
   const std::string model_prefix = out_dir + "/fortunes_spm";
-  const std::string output_prefix = out_dir + "/fortunes";
+  const std::string output_prefix =
+      out_dir + (gpt2.vocab_file.empty() ? "/fortunes" : "/fortunes_gpt2");
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  if (!Exists(out.tokenizer_model)) {
+  if (gpt2.vocab_file.empty() && !Exists(out.tokenizer.model_file)) {
     // A dataset without the tokenizer that made it cannot be trusted.
     std::remove((out.data_prefix + ".bin").c_str());
     std::remove((out.data_prefix + ".idx").c_str());
@@ -92,7 +98,7 @@ absl::StatusOr<SampleCorpus> PrepareSampleCorpus(
     data::PreprocessOptions options;
     options.input_files = {corpus_jsonl};
     options.output_prefix = output_prefix;
-    options.tokenizer_model = out.tokenizer_model;
+    options.tokenizer = out.tokenizer;
     options.workers = threads;
     options.stop_requested = stop_requested;
     absl::StatusOr<data::PreprocessStats> stats = data::Preprocess(options);

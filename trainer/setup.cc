@@ -32,19 +32,40 @@ using varuna::CheckWritableDirectory;
 using varuna::FindRunfile;
 using varuna::ResolveUserPath;
 
+data::TokenizerSpec TokenizerFlags(const TrainerArguments& a) {
+  return data::TokenizerSpec{a.tokenizer_type, ResolveUserPath(a.tokenizer_model),
+                             ResolveUserPath(a.vocab_file), ResolveUserPath(a.merge_file)};
+}
+
+namespace {
+
+// The sample run with GPT-2's own files (found in the runfiles by PrepareInputs).
+bool BundledGpt2(const TrainerArguments& a) {
+  return a.sample_run &&
+         a.tokenizer_type == data::TokenizerTypeName(data::TokenizerKind::kGpt2Bpe) &&
+         a.vocab_file.empty() && a.merge_file.empty();
+}
+
+}  // namespace
+
 absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
-  if (!a.tokenizer_model.empty()) {
-    auto tokenizer = data::LoadTokenizer(ResolveUserPath(a.tokenizer_model));
+  if (BundledGpt2(a)) return Vocabulary{kGpt2VocabSize, -1};
+  const data::TokenizerSpec spec = TokenizerFlags(a);
+  absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(spec);
+  if (!kind.ok()) return kind.status();
+  if (kind->has_value()) {
+    auto tokenizer = data::LoadTokenizer(spec);
     if (!tokenizer.ok()) return tokenizer.status();
     if (a.vocab_size != 0 && a.vocab_size != (*tokenizer)->vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--vocab-size=", a.vocab_size, " differs from the ", (*tokenizer)->vocab_size(),
-          " pieces of --tokenizer-model=", a.tokenizer_model, ": drop --vocab-size"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vocab-size=", a.vocab_size, " differs from the ",
+                       (*tokenizer)->vocab_size(), " ids of the tokenizer (",
+                       absl::StrJoin((*tokenizer)->files(), ", "), "): drop --vocab-size"));
     }
     return Vocabulary{(*tokenizer)->vocab_size(), (*tokenizer)->eod_id()};
   }
   if (a.vocab_size > 0) return Vocabulary{a.vocab_size, -1};
-  return Vocabulary{a.sample_run ? kSampleVocabSize : 50257, -1};
+  return Vocabulary{a.sample_run ? kSampleVocabSize : kGpt2VocabSize, -1};
 }
 
 absl::StatusOr<gpt2::Gpt2Config> ModelConfig(const TrainerArguments& a, int64_t vocab_size) {
@@ -288,21 +309,40 @@ absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArgume
 absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const std::string& argv0,
                                              bool rank0, TrainingLog& log,
                                              const std::function<bool()>& stop_requested) {
-  TrainingInputs inputs{ResolveUserPath(a.data_path), ResolveUserPath(a.tokenizer_model)};
+  TrainingInputs inputs{ResolveUserPath(a.data_path), TokenizerFlags(a)};
   if (!a.sample_run) return inputs;
   absl::StatusOr<std::string> corpus = FindRunfile(argv0, kSampleCorpus);
   if (!corpus.ok()) return corpus.status();
+  // GPT-2's tokenizer: the files given, or GPT-2's own; otherwise a SentencePiece model is
+  // trained on the corpus.
+  data::TokenizerSpec gpt2;
+  if (BundledGpt2(a)) {
+    for (auto [name, file] :
+         {std::pair<const char*, std::string*>{kGpt2VocabFile, &gpt2.vocab_file},
+          {kGpt2MergeFile, &gpt2.merge_file}}) {
+      absl::StatusOr<std::string> found = FindRunfile(argv0, name);
+      if (!found.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "GPT-2's vocabulary files are not in this build (", found.status().message(),
+            "): run ./setup.sh, which fetches them into .deps/gpt2, then build again"));
+      }
+      *file = *found;
+    }
+    gpt2.type = a.tokenizer_type;
+  } else if (!inputs.tokenizer.vocab_file.empty()) {
+    gpt2 = inputs.tokenizer;
+  }
   const std::string folder = ResolveUserPath(kSampleFolder);
   log.Info(absl::StrCat("> sample run: no --data-path given, so training ", a.preset,
                         " on the bundled corpus; outputs in ", folder));
   // Rank 0 prepares the corpus before it joins the job; the others wait for it in JoinJob.
   absl::StatusOr<SampleCorpus> sample =
       rank0 ? PrepareSampleCorpus(
-                  *corpus, folder, kSampleVocabSize,
+                  *corpus, folder, kSampleVocabSize, gpt2,
                   [&log](const std::string& line) { log.Info(line); }, stop_requested)
-            : SampleCorpusPaths(folder);
+            : SampleCorpusPaths(folder, gpt2);
   if (!sample.ok()) return sample.status();
-  return TrainingInputs{sample->data_prefix, sample->tokenizer_model};
+  return TrainingInputs{sample->data_prefix, sample->tokenizer};
 }
 
 absl::StatusOr<std::unique_ptr<varuna::comm::World>> JoinWorld(
@@ -358,18 +398,21 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
                                                   const TrainingInputs& inputs,
                                                   const varuna::VarunaOptions& engine,
                                                   Vocabulary& vocabulary, TrainingLog& log) {
-  if (a.sample_run) {
-    auto tokenizer = data::LoadTokenizer(inputs.tokenizer_model);
-    if (!tokenizer.ok()) return tokenizer.status();
-    vocabulary.eod = (*tokenizer)->eod_id();
+  absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(inputs.tokenizer);
+  if (!kind.ok()) return kind.status();
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  if (kind->has_value()) {
+    absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(inputs.tokenizer);
+    if (!loaded.ok()) return loaded.status();
+    tokenizer = *std::move(loaded);
   }
+  if (a.sample_run) vocabulary.eod = tokenizer->eod_id();
   // The tokenizer preprocess_data recorded beside the dataset, against the one given.
   absl::StatusOr<std::optional<data::DatasetTokenizer>> recorded =
       data::ReadDatasetTokenizer(inputs.data_prefix);
   if (!recorded.ok()) return recorded.status();
-  if (recorded->has_value() && !inputs.tokenizer_model.empty()) {
-    absl::StatusOr<data::DatasetTokenizer> used =
-        data::DescribeTokenizer(inputs.tokenizer_model, vocabulary.size, vocabulary.eod);
+  if (recorded->has_value() && tokenizer != nullptr) {
+    absl::StatusOr<data::DatasetTokenizer> used = data::DescribeTokenizer(*tokenizer);
     if (!used.ok()) return used.status();
     std::string warning;
     if (absl::Status s =

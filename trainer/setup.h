@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "trainer/arguments.h"
 #include "trainer/gpt_data.h"
@@ -34,10 +35,20 @@ namespace trainer {
 inline constexpr char kSampleFolder[] = "varuna_sample_run";
 inline constexpr char kSampleCorpus[] = "data/corpus/fortunes.jsonl";
 inline constexpr int kSampleVocabSize = 4096;
+// GPT-2's own vocabulary files in the runfiles (@gpt2_bpe, fetched by ./setup.sh), for the
+// sample run with --tokenizer-type=GPT2BPETokenizer.
+inline constexpr char kGpt2VocabFile[] = "external/gpt2_bpe/gpt2-vocab.json";
+inline constexpr char kGpt2MergeFile[] = "external/gpt2_bpe/gpt2-merges.txt";
+inline constexpr int kGpt2VocabSize = 50257;
+
+// The tokenizer flags (--tokenizer-type, --tokenizer-model, --vocab-file, --merge-file), their
+// paths resolved against the user's directory.
+data::TokenizerSpec TokenizerFlags(const TrainerArguments& a);
 
 // The vocabulary known before any data is prepared: the tokenizer's (with its EOD id),
-// --vocab-size, the sample run's, or GPT-2's 50,257. The sample run's tokenizer is made later
-// with exactly kSampleVocabSize pieces; its EOD id is read then (OpenData).
+// --vocab-size, the sample run's, or GPT-2's 50,257. The sample run's tokenizer is made or
+// found later (kSampleVocabSize pieces, or GPT-2's kGpt2VocabSize); its EOD id is read then
+// (OpenData).
 struct Vocabulary {
   int64_t size = 0;
   int64_t eod = -1;  // -1: unknown
@@ -94,7 +105,7 @@ absl::StatusOr<std::unique_ptr<TensorBoardLog>> OpenTensorBoardLog(
 // corpus, which rank 0 tokenizes and preprocesses on first use (the other ranks wait for it).
 struct TrainingInputs {
   std::string data_prefix;
-  std::string tokenizer_model;  // "" when none was given
+  data::TokenizerSpec tokenizer;  // no files when none was given
 };
 // `stop_requested` is polled while the corpus is prepared: a stop then ends it with Cancelled.
 absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const std::string& argv0,

@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
     data::PreprocessOptions options;
     options.input_files = {input};
     options.output_prefix = dir + "/out" + std::to_string(run_workers);
-    options.tokenizer_model = model;
+    options.tokenizer.model_file = model;
     options.workers = run_workers;
     double best = 1e30;
     int64_t tokens = 0;

@@ -89,7 +89,7 @@ class PreprocessTest : public ::testing::Test {
     PreprocessOptions options;
     options.input_files = std::move(inputs);
     options.output_prefix = TempPath(output);
-    options.tokenizer_model = *model_;
+    options.tokenizer.model_file = *model_;
     options.workers = 2;
     return options;
   }
@@ -149,24 +149,54 @@ TEST_F(PreprocessTest, RecordsTheTokenizerSoThatAnotherOneIsCaught) {
   const DatasetTokenizer& record = **recorded;
   EXPECT_EQ(record.vocab_size, 500);
   EXPECT_EQ(record.eod_id, tokenizer_->eod_id());
-  EXPECT_EQ(record.model_path, *model_);
+  EXPECT_EQ(record.kind, TokenizerKind::kSentencePiece);
+  EXPECT_EQ(record.files, std::vector<std::string>{*model_});
 
-  auto same = DescribeTokenizer(*model_, 500, tokenizer_->eod_id());
+  auto same = DescribeTokenizer(*tokenizer_);
   ASSERT_TRUE(same.ok()) << same.status();
   std::string warning;
   EXPECT_TRUE(CheckDatasetTokenizer(stats->dataset_prefix, record, *same, &warning).ok());
   EXPECT_EQ(warning, "");
 
   const std::string other_model = TrainTinyTokenizer("other_tok", 600);
-  auto other = DescribeTokenizer(other_model, 600, tokenizer_->eod_id());
+  auto other_tokenizer = LoadTokenizer(other_model);
+  ASSERT_TRUE(other_tokenizer.ok()) << other_tokenizer.status();
+  auto other = DescribeTokenizer(**other_tokenizer);
   ASSERT_TRUE(other.ok()) << other.status();
   const absl::Status refused =
       CheckDatasetTokenizer(stats->dataset_prefix, record, *other, nullptr);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(refused.message()),
-              AllOf(HasSubstr("was tokenized with " + *model_ + " (500 pieces)"),
-                    HasSubstr(other_model + " (600 pieces)"),
-                    HasSubstr("Pass --tokenizer-model=" + *model_)));
+  EXPECT_THAT(
+      std::string(refused.message()),
+      AllOf(HasSubstr("was tokenized with SentencePieceTokenizer (" + *model_ + "), 500 ids"),
+            HasSubstr("SentencePieceTokenizer (" + other_model + "), 600 ids"),
+            HasSubstr("Pass --tokenizer-model=" + *model_)));
+
+  // Another kind is refused by name, whatever its size.
+  DatasetTokenizer bpe = *same;
+  bpe.kind = TokenizerKind::kGpt2Bpe;
+  bpe.files = {"/g/vocab.json", "/g/merges.txt"};
+  EXPECT_THAT(
+      std::string(CheckDatasetTokenizer(stats->dataset_prefix, bpe, *same, nullptr).message()),
+      AllOf(HasSubstr("was tokenized with GPT2BPETokenizer (/g/vocab.json, /g/merges.txt)"),
+            HasSubstr("Pass --tokenizer-type=GPT2BPETokenizer --vocab-file=/g/vocab.json "
+                      "--merge-file=/g/merges.txt")));
+  // The record of either kind reads back as written; a record of the first format (SentencePiece
+  // only) still reads.
+  ASSERT_TRUE(WriteDatasetTokenizer(stats->dataset_prefix, bpe).ok());
+  auto bpe_back = ReadDatasetTokenizer(stats->dataset_prefix);
+  ASSERT_TRUE(bpe_back.ok() && bpe_back->has_value()) << bpe_back.status();
+  EXPECT_EQ((*bpe_back)->kind, TokenizerKind::kGpt2Bpe);
+  EXPECT_EQ((*bpe_back)->files, bpe.files);
+  EXPECT_EQ((*bpe_back)->crc32c, bpe.crc32c);
+  WriteFile(DatasetTokenizerPath(stats->dataset_prefix),
+            "{\"format\": \"varuna-dataset-tokenizer/1\", \"tokenizer_model\": \"/m/t.model\", "
+            "\"tokenizer_crc32c\": \"0000abcd\", \"vocab_size\": 500, \"eod_id\": 2}");
+  auto first = ReadDatasetTokenizer(stats->dataset_prefix);
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
+  EXPECT_EQ((*first)->kind, TokenizerKind::kSentencePiece);
+  EXPECT_EQ((*first)->files, std::vector<std::string>{"/m/t.model"});
+  EXPECT_EQ((*first)->crc32c, 0xabcdu);
 
   DatasetTokenizer copy = *other;
   copy.vocab_size = 500;
@@ -331,7 +361,7 @@ TEST_F(PreprocessTest, MissingInputEmptyInputAndUnwritableOutput) {
                     HasSubstr("--output-prefix=" + TempPath("no_such_dir/out"))));
 
   PreprocessOptions no_model = Options({good}, "no_model");
-  no_model.tokenizer_model = TempPath("no_such.model");
+  no_model.tokenizer.model_file = TempPath("no_such.model");
   EXPECT_EQ(Preprocess(no_model).status().code(), absl::StatusCode::kNotFound);
   ExpectNoOutput(TempPath("no_model"));
 

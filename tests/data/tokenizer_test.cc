@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,33 @@ TEST_F(TokenizerTest, LoadsTrainedModelWithSpecialIds) {
   EXPECT_EQ(t.IdToPiece(0), "<unk>");
   EXPECT_EQ(t.IdToPiece(4), "<0x00>");  // byte fallback pieces follow the specials
   EXPECT_EQ(t.IdToPiece(500), "");
-  EXPECT_EQ(t.model_file(), ModelFile());
+  EXPECT_EQ(t.kind(), TokenizerKind::kSentencePiece);
+  EXPECT_EQ(t.files(), std::vector<std::string>{ModelFile()});
+}
+
+// Megatron's tokenizer flags: the kind named or inferred, and every contradiction named.
+TEST(TokenizerKindTest, FollowsMegatronsFlags) {
+  auto kind = [](const TokenizerSpec& spec) { return TokenizerKindOf(spec); };
+  EXPECT_EQ(*kind({}), std::nullopt);
+  EXPECT_EQ(*kind({"", "t.model", "", ""}), TokenizerKind::kSentencePiece);
+  EXPECT_EQ(*kind({"SentencePieceTokenizer", "t.model", "", ""}), TokenizerKind::kSentencePiece);
+  EXPECT_EQ(*kind({"", "", "v.json", "m.txt"}), TokenizerKind::kGpt2Bpe);
+  EXPECT_EQ(*kind({"GPT2BPETokenizer", "", "v.json", "m.txt"}), TokenizerKind::kGpt2Bpe);
+  auto error = [&](const TokenizerSpec& spec) {
+    return std::string(kind(spec).status().message());
+  };
+  EXPECT_THAT(error({"BertWordPieceLowerCase", "", "", ""}),
+              HasSubstr("--tokenizer-type=BertWordPieceLowerCase is not a tokenizer type"));
+  EXPECT_THAT(error({"", "t.model", "v.json", "m.txt"}), HasSubstr("name two tokenizers"));
+  EXPECT_THAT(error({"GPT2BPETokenizer", "", "v.json", ""}),
+              HasSubstr("GPT2BPETokenizer needs both --vocab-file"));
+  EXPECT_THAT(error({"", "", "", "m.txt"}), HasSubstr("GPT2BPETokenizer needs both --vocab-file"));
+  EXPECT_THAT(error({"SentencePieceTokenizer", "", "", ""}),
+              HasSubstr("--tokenizer-type=SentencePieceTokenizer needs --tokenizer-model"));
+  EXPECT_THAT(error({"GPT2BPETokenizer", "", "", ""}),
+              HasSubstr("GPT2BPETokenizer needs both --vocab-file"));
+  EXPECT_THAT(std::string(LoadTokenizer(TokenizerSpec{}).status().message()),
+              HasSubstr("no tokenizer given"));
 }
 
 TEST_F(TokenizerTest, EncodeDecodeRoundTripKeepsTextExactly) {

@@ -3,9 +3,15 @@
 # problem and the fix, exits non-zero, and leaves nothing behind. Prerequisites are taken
 # away with fake commands first on PATH and overrides of PYTHON, CUDA_HOME and pip's index;
 # VARUNA_DEPS_DIR and VARUNA_CACHE_DIR point into the test's own temporary directory.
+# Then proves that setup/gpt2_bpe_files.py, which writes GPT-2's BPE files from the
+# openai-whisper sdist, turns the real ranks file (@gpt2_bpe's copy, in an sdist-shaped
+# archive) into the same files as ./setup.sh did, leaves them alone when run again, and
+# refuses a broken archive.
 set -uo pipefail
 
 SETUP=$(pwd)/setup.sh
+GPT2_BPE_FILES=$(pwd)/setup/gpt2_bpe_files.py
+GPT2=$(pwd)/../gpt2_bpe
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
 
@@ -26,8 +32,8 @@ expect_failure() {
   elif [[ -e "$deps" ]]; then
     echo "FAIL $name: $deps was created by a failed set-up"
     failures=$((failures + 1))
-  elif [[ -n "$(find "$cache" -name '*.whl' 2> /dev/null)" ]]; then
-    echo "FAIL $name: a wheel was kept in $cache by a failed set-up"
+  elif [[ -n "$(find "$cache" -name '*.whl' -o -name '*.tar.gz' 2> /dev/null)" ]]; then
+    echo "FAIL $name: a download was kept in $cache by a failed set-up"
     failures=$((failures + 1))
   else
     echo "ok   $name"
@@ -116,8 +122,79 @@ else
   echo "ok   stale_pins"
 fi
 
+# The sdist of GPT-2's BPE ranks cannot be downloaded: with every wheel in place (stamped),
+# set-up stops at it, and writes no .deps/gpt2.
+gpt2_case=$TMP/gpt2_pypi_unreachable
+mkdir -p "$gpt2_case/deps/site-packages/.installed"
+while read -r wheel; do
+  touch "$gpt2_case/deps/site-packages/.installed/$wheel"
+done < <(grep -o '[^ ]*\.whl' "$SETUP")
+out=$(env VARUNA_DEPS_DIR="$gpt2_case/deps" VARUNA_CACHE_DIR="$gpt2_case/cache" "${NO_PYPI[@]}" \
+  bash "$SETUP" 2>&1)
+rc=$?
+if [[ $rc -ne 1 || "$out" != *"pip could not download openai-whisper==20250625. Check access to PyPI"* ]]; then
+  echo "FAIL gpt2_pypi_unreachable: exit $rc; output:"$'\n'"$out"
+  failures=$((failures + 1))
+elif [[ -e "$gpt2_case/deps/gpt2" || -n "$(find "$gpt2_case/cache" -name '*.tar.gz')" ]]; then
+  echo "FAIL gpt2_pypi_unreachable: a failed set-up left .deps/gpt2 or the sdist behind"
+  failures=$((failures + 1))
+else
+  echo "ok   gpt2_pypi_unreachable"
+fi
+
+# sdist <archive> <ranks file>: an archive shaped like openai-whisper's sdist.
+sdist() {
+  local dir
+  dir=$(mktemp -d "$TMP/sdist.XXXXXX")
+  mkdir -p "$dir/openai_whisper-0/whisper/assets"
+  cp "$2" "$dir/openai_whisper-0/whisper/assets/gpt2.tiktoken"
+  tar -czf "$1" -C "$dir" openai_whisper-0
+}
+
+# The real ranks give ./setup.sh's files byte for byte; a second run rewrites nothing.
+sdist "$TMP/real.tar.gz" "$GPT2/gpt2.tiktoken"
+out=$(python3 "$GPT2_BPE_FILES" "$TMP/real.tar.gz" "$TMP/gpt2" 2>&1)
+rc=$?
+before=$(stat -c '%n %Y %i' "$TMP"/gpt2/* 2> /dev/null)
+out2=$(python3 "$GPT2_BPE_FILES" "$TMP/real.tar.gz" "$TMP/gpt2" 2>&1)
+rc2=$?
+if [[ $rc -ne 0 || $rc2 -ne 0 || -n "$out$out2" ]]; then
+  echo "FAIL gpt2_files: exit $rc, then $rc2; output:"$'\n'"$out$out2"
+  failures=$((failures + 1))
+elif ! cmp -s "$TMP/gpt2/gpt2-vocab.json" "$GPT2/gpt2-vocab.json" ||
+  ! cmp -s "$TMP/gpt2/gpt2-merges.txt" "$GPT2/gpt2-merges.txt" ||
+  ! cmp -s "$TMP/gpt2/gpt2.tiktoken" "$GPT2/gpt2.tiktoken"; then
+  echo "FAIL gpt2_files: the files differ from ./setup.sh's in .deps/gpt2"
+  failures=$((failures + 1))
+elif [[ "$(stat -c '%n %Y %i' "$TMP"/gpt2/*)" != "$before" ]]; then
+  echo "FAIL gpt2_files: a second run rewrote files that were already right"
+  failures=$((failures + 1))
+else
+  echo "ok   gpt2_files"
+fi
+
+# A broken archive or ranks file is refused, naming the problem, and nothing is written.
+head -n 1000 "$GPT2/gpt2.tiktoken" > "$TMP/short.tiktoken"
+sdist "$TMP/short.tar.gz" "$TMP/short.tiktoken"
+printf 'not an archive' > "$TMP/garbage.tar.gz"
+for case in "short.tar.gz:has 1000 tokens; expected the ranks 0..50255 once each" \
+  "garbage.tar.gz:cannot read $TMP/garbage.tar.gz as a .tar.gz sdist"; do
+  archive=${case%%:*} message=${case#*:}
+  out=$(python3 "$GPT2_BPE_FILES" "$TMP/$archive" "$TMP/out_$archive" 2>&1)
+  rc=$?
+  if [[ $rc -ne 1 || "$out" != *"$message"* ]]; then
+    echo "FAIL gpt2_files_$archive: exit $rc, expected 1 and '$message'; output:"$'\n'"$out"
+    failures=$((failures + 1))
+  elif [[ -e "$TMP/out_$archive" ]]; then
+    echo "FAIL gpt2_files_$archive: $TMP/out_$archive was created"
+    failures=$((failures + 1))
+  else
+    echo "ok   gpt2_files_$archive"
+  fi
+done
+
 if ((failures)); then
   echo "$failures case(s) failed"
   exit 1
 fi
-echo "all set-up prerequisite cases passed"
+echo "all set-up cases passed"

@@ -189,6 +189,36 @@ const std::vector<Row>& Rows() {
        {"docs.jsonl", "--output-prefix=out", "--tokenizer-model=tok.model"},
        2,
        {"unexpected argument 'docs.jsonl'", "all inputs go in --input"}},
+      // GPT-2's byte-level BPE: flags, then files (vocab.json: the 256 byte tokens and
+      // <|endoftext|>).
+      {"data/preprocess_data",
+       {"--input=docs.jsonl", "--output-prefix=out", "--vocab-file=vocab.json"},
+       2,
+       {"GPT2BPETokenizer needs both --vocab-file=gpt2-vocab.json and --merge-file"}},
+      {"data/preprocess_data",
+       {"--input=docs.jsonl", "--output-prefix=out", "--tokenizer-type=GPT2Tokenizer"},
+       2,
+       {"--tokenizer-type=GPT2Tokenizer is not a tokenizer type", "use SentencePieceTokenizer"}},
+      {"data/preprocess_data",
+       {"--input=docs.jsonl", "--output-prefix=out", "--tokenizer-model=tok.model",
+        "--vocab-file=vocab.json", "--merge-file=merges.txt"},
+       2,
+       {"name two tokenizers: give the files of one"}},
+      {"data/preprocess_data",
+       {"--input=docs.jsonl", "--output-prefix=out", "--vocab-file=a_file",
+        "--merge-file=merges.txt"},
+       1,
+       {"a_file:1:1: expected '{'"}},
+      {"data/preprocess_data",
+       {"--input=docs.jsonl", "--output-prefix=out", "--vocab-file=vocab.json",
+        "--merge-file=bad_merges.txt"},
+       1,
+       {"bad_merges.txt:2: the merge \"t zz\" names \"zz\"", "vocab.json"}},
+      {"data/preprocess_data",
+       {"--input=docs.jsonl", "--output-prefix=out", "--vocab-file=vocab.json",
+        "--merge-file=missing.txt"},
+       1,
+       {"missing.txt"}},
 
       // ---- pretrain_gpt2 (see PretrainGpt2Test.BadInputsNameTheProblem for the rest)
       {"trainer/pretrain_gpt2",
@@ -335,6 +365,24 @@ class RefusalsTest : public ::testing::Test {
     docs << "{\"text\": \"the quick brown fox\"}\n{\"text\": \"jumps over the lazy dog\"}\n";
     docs.close();
     std::ofstream(inputs / "a_file") << "neither a directory, a model nor a program\n";
+    // A GPT-2 BPE vocabulary of the 256 byte tokens (GPT-2's bytes_to_unicode) and its EOD,
+    // one merge, and a merges file naming a token the vocabulary lacks.
+    std::ofstream vocab(inputs / "vocab.json");
+    vocab << "{";
+    int next_char = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      const int c = printable ? b : next_char++;
+      std::string utf8 = c < 0x80 ? std::string(1, static_cast<char>(c))
+                                  : std::string{static_cast<char>(0xC0 | (c >> 6)),
+                                                static_cast<char>(0x80 | (c & 0x3F))};
+      if (utf8 == "\"" || utf8 == "\\") utf8 = "\\" + utf8;
+      vocab << "\"" << utf8 << "\": " << b << ", ";
+    }
+    vocab << "\"th\": 256, \"<|endoftext|>\": 257}";
+    vocab.close();
+    std::ofstream(inputs / "merges.txt") << "#version: 0.2\nt h\n";
+    std::ofstream(inputs / "bad_merges.txt") << "#version: 0.2\nt zz\n";
 
     // The tokenizer the preprocess_data rows use, made by the program under test.
     const Process train = varuna::testing::Spawn(

@@ -209,6 +209,32 @@ TEST_F(PretrainGpt2Test, StopWhilePreparingTheSampleDataExitsPromptly) {
   EXPECT_FALSE(fs::exists(folder + "/fortunes_text_document.idx"));
 }
 
+// The sample run with GPT-2's own tokenizer (the files ./setup.sh fetches): the bundled corpus
+// preprocessed with GPT-2's byte-level BPE, 50,257 ids padded to 50,304, <|endoftext|> as the
+// EOD (so --eod-mask-loss is accepted); the record beside the data names the tokenizer, and the
+// validation loss falls from about ln(50,304).
+TEST_F(PretrainGpt2Test, SampleRunWithGpt2sTokenizerTrains) {
+  Result r =
+      Finish(Start({"--tokenizer-type=GPT2BPETokenizer", "--train-iters=40", "--eval-interval=20",
+                    "--eval-iters=2", "--batch-size=8", "--eod-mask-loss"},
+                   "gpt2_sample", {}, {{"BUILD_WORKING_DIRECTORY", dir_}}));
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  std::vector<double> val;
+  for (const auto& line : r.metrics) {
+    if (const auto* v = varuna::json::Find(line, "val_loss")) val.push_back(v->get<double>());
+  }
+  ASSERT_GE(val.size(), 2u) << Describe(r);
+  EXPECT_NEAR(val.front(), std::log(50304.0), 0.5);
+  EXPECT_LT(val.back(), val.front() - 1.0) << Describe(r);
+  const std::string prefix = dir_ + "/varuna_sample_run/fortunes_gpt2_text_document";
+  EXPECT_TRUE(fs::exists(prefix + ".bin"));
+  std::ifstream record_file(prefix + ".tokenizer-record.json");
+  const std::string record((std::istreambuf_iterator<char>(record_file)), {});
+  EXPECT_THAT(record, HasSubstr("\"tokenizer_type\":\"GPT2BPETokenizer\""));
+  EXPECT_THAT(record, HasSubstr("\"vocab_size\":50257"));
+  EXPECT_THAT(record, HasSubstr("\"eod_id\":50256"));
+}
+
 // Data without a tokenizer record (as Megatron's tools make it), trained with a larger
 // vocabulary than it was made with: every id is checked below the vocabulary, and the run says
 // once that nothing more could be checked, with the largest id it found.

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""GPT-2 BPE encoding speed of tiktoken and Hugging Face's `tokenizers`, one thread each.
+
+    gpt2_bpe_speed.py GPT2_DIR CORPUS_JSONL REPEATS
+
+The Python side of //tests/data:preprocess_benchmark, which runs it as a subprocess and prints
+its rows in its table. GPT2_DIR holds gpt2-vocab.json, gpt2-merges.txt and gpt2.tiktoken
+(./setup.sh's .deps/gpt2); CORPUS_JSONL is JSON lines whose "text" fields are the documents.
+Each encoder is built the way gpt2_bpe_check.py builds it (the parity test's references, so
+they give the C++ tokenizer's ids), afresh for every repeat so no cache is warm, and only the
+encoding is timed, after the texts are read:
+  - tiktoken: an Encoding of the ranks file with GPT-2's pattern, encode_ordinary per text;
+  - tokenizers, encode_batch: one call over all texts, on one thread (RAYON_NUM_THREADS=1 and
+    TOKENIZERS_PARALLELISM=false, set before the import);
+  - tokenizers, encode: one call per text.
+Prints one tab-separated line per encoder on stdout,
+    row <TAB> name <TAB> median seconds <TAB> text bytes (UTF-8) <TAB> tokens <TAB> CPU/wall
+(CPU/wall: the process's CPU time over the wall time, about 1 on one thread), after a line
+    versions <TAB> tiktoken X <TAB> tokenizers Y
+Exits 2 on a bad command line, 1 if an encoder gives a different number of tokens in two
+repeats. Needs no network.
+"""
+import base64
+import json
+import os
+import statistics
+import sys
+import time
+
+# One thread for `tokenizers` (Rust's rayon pool); read when the package is imported.
+os.environ["RAYON_NUM_THREADS"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+# GPT-2's pattern as tiktoken writes it for r50k_base (as gpt2_bpe_check.py).
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+EOD = "<|endoftext|>"
+
+
+def tiktoken_encoder(folder):
+    """A fresh tiktoken Encoding's encode_ordinary, and the package's version."""
+    import tiktoken
+
+    ranks = {}
+    with open(os.path.join(folder, "gpt2.tiktoken"), "rb") as f:
+        for line in f:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    enc = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                            special_tokens={EOD: 50256})
+    return enc.encode_ordinary, tiktoken.__version__
+
+
+def hugging_face_tokenizer(folder):
+    """A fresh `tokenizers` byte-level BPE of the vocab and merges, and the package's version."""
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers
+
+    tok = tokenizers.Tokenizer(models.BPE.from_file(os.path.join(folder, "gpt2-vocab.json"),
+                                                    os.path.join(folder, "gpt2-merges.txt")))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    return tok, tokenizers.__version__
+
+
+def tiktoken_run(folder, texts):
+    encode, _ = tiktoken_encoder(folder)
+    start = time.perf_counter(), time.process_time()
+    tokens = sum(len(encode(text)) for text in texts)
+    return time.perf_counter() - start[0], time.process_time() - start[1], tokens
+
+
+def hf_batch_run(folder, texts):
+    tok, _ = hugging_face_tokenizer(folder)
+    start = time.perf_counter(), time.process_time()
+    tokens = sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False))
+    return time.perf_counter() - start[0], time.process_time() - start[1], tokens
+
+
+def hf_single_run(folder, texts):
+    tok, _ = hugging_face_tokenizer(folder)
+    start = time.perf_counter(), time.process_time()
+    tokens = sum(len(tok.encode(text, add_special_tokens=False).ids) for text in texts)
+    return time.perf_counter() - start[0], time.process_time() - start[1], tokens
+
+
+def main(argv):
+    if len(argv) != 4 or not argv[3].isdigit() or int(argv[3]) < 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    folder, corpus, repeats = argv[1], argv[2], int(argv[3])
+    with open(corpus, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f if line.strip()]
+    text_bytes = sum(len(text.encode("utf-8")) for text in texts)
+    print(f"versions\ttiktoken {tiktoken_encoder(folder)[1]}\t"
+          f"tokenizers {hugging_face_tokenizer(folder)[1]}", flush=True)
+    for name, run in (("tiktoken encode_ordinary", tiktoken_run),
+                      ("tokenizers encode_batch", hf_batch_run),
+                      ("tokenizers encode", hf_single_run)):
+        results = [run(folder, texts) for _ in range(repeats)]
+        counts = {tokens for _, _, tokens in results}
+        if len(counts) != 1:
+            print(f"{name} gave different token counts in {repeats} repeats: {sorted(counts)}",
+                  file=sys.stderr)
+            return 1
+        wall = statistics.median(w for w, _, _ in results)
+        cpu = sum(c for _, c, _ in results) / sum(w for w, _, _ in results)
+        print(f"row\t{name}\t{wall:.6f}\t{text_bytes}\t{counts.pop()}\t{cpu:.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
