@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "data/dataset_tokenizer.h"
 #include "models/gpt2/model_record.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/setup.h"
@@ -31,10 +33,21 @@ RunRecord MakeRunRecord(const TrainerArguments& a, const gpt2::Gpt2Config& confi
     record.tokenizer["type"] = data::TokenizerTypeName(**kind);
     record.tokenizer["files"] = Value::array();
     const bool bpe = **kind == data::TokenizerKind::kGpt2Bpe;
-    for (const std::string& file : bpe ? std::vector<std::string>{tokenizer.vocab_file,
-                                                                   tokenizer.merge_file}
-                                       : std::vector<std::string>{tokenizer.model_file}) {
+    for (const std::string& file :
+         bpe ? std::vector<std::string>{tokenizer.vocab_file, tokenizer.merge_file}
+             : std::vector<std::string>{tokenizer.model_file}) {
       record.tokenizer["files"].push_back(std::filesystem::absolute(file).string());
+    }
+    // The files' checksum and the vocabulary size, by which the export refuses other files. The
+    // trainer loaded this tokenizer already; should the files have gone since, the record keeps
+    // their names only (the export then has nothing to compare).
+    absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(tokenizer);
+    absl::StatusOr<data::DatasetTokenizer> described =
+        loaded.ok() ? data::DescribeTokenizer(**loaded)
+                    : absl::StatusOr<data::DatasetTokenizer>(loaded.status());
+    if (described.ok()) {
+      record.tokenizer["crc32c"] = absl::StrFormat("%08x", described->crc32c);
+      record.tokenizer["vocab_size"] = described->vocab_size;
     }
   }
   record.lr_schedule = Value::object();
@@ -68,8 +81,8 @@ absl::Status SaveCheckpoint(varuna::Varuna& engine, const TrainerArguments& a,
   trainer["consumed_samples"] = state.consumed_samples;
   trainer["skipped_iterations"] = state.skipped;
   trainer["model"] = record.model_record;
-  const bool sentencepiece = record.tokenizer.is_object() &&
-                             record.tokenizer["type"] == "SentencePieceTokenizer";
+  const bool sentencepiece =
+      record.tokenizer.is_object() && record.tokenizer["type"] == "SentencePieceTokenizer";
   trainer["tokenizer_model"] = sentencepiece ? record.tokenizer["files"][0] : Value("");
   trainer["tokenizer"] = record.tokenizer;
   trainer["lr_schedule"] = record.lr_schedule;

@@ -27,7 +27,9 @@ struct RunRecord {
   varuna::json::Value model;         // gpt2::ModelConfigJson: compared on resume
   varuna::json::Value model_record;  // gpt2::CheckpointModelJson: what the checkpoint records
   // The tokenizer, for the Hugging Face export: {"type": "SentencePieceTokenizer" or
-  // "GPT2BPETokenizer", "files": [absolute paths]}; null for none. A SentencePiece model's path
+  // "GPT2BPETokenizer", "files": [absolute paths], "crc32c": of the files' bytes,
+  // "vocab_size"} (data::DescribeTokenizer; without the last two when the files cannot be
+  // read); null for none. A SentencePiece model's path
   // is also "tokenizer_model", as checkpoints before GPT-2 BPE recorded it.
   varuna::json::Value tokenizer;
   varuna::json::Value lr_schedule;  // lr, min_lr, decay_style, decay_iters, warmup_iters

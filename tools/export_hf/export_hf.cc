@@ -1,9 +1,10 @@
-// export_hf: writes a Hugging Face GPT-2 folder (model.safetensors, config.json,
-// tokenizer.model) from a pretrain_gpt2 checkpoint, loadable with transformers'
+// export_hf: writes a Hugging Face GPT-2 folder (model.safetensors, config.json, the tokenizer
+// files) from a pretrain_gpt2 checkpoint, loadable with transformers'
 // GPT2LMHeadModel.from_pretrained(OUT). See tools/export_hf/hf_export.h.
 //
-//   bazel run //tools/export_hf -- CKPT OUT [--tokenizer-model PATH] [--iteration N]
-//                                             [--vocab-size N]
+//   bazel run //tools/export_hf -- CKPT OUT [--tokenizer-model PATH | --vocab-file PATH
+//                                   --merge-file PATH] [--tokenizer-type TYPE] [--iteration N]
+//                                   [--vocab-size N]
 //
 // Relative paths resolve against the directory bazel run was started from. Exit status: 0 on
 // success, 1 on an error (printed as "export_hf: error: ..."), 2 on a usage error.
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   options->checkpoint = varuna::ResolveUserPath(options->checkpoint);
   options->output_dir = varuna::ResolveUserPath(options->output_dir);
   options->tokenizer_model = varuna::ResolveUserPath(options->tokenizer_model);
+  options->vocab_file = varuna::ResolveUserPath(options->vocab_file);
+  options->merge_file = varuna::ResolveUserPath(options->merge_file);
   absl::StatusOr<tools::HfExportSummary> summary = tools::ExportHuggingFace(*options);
   if (!summary.ok()) {
     std::fprintf(stderr, "export_hf: error: %s\n", std::string(summary.status().message()).c_str());

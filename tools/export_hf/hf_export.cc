@@ -12,12 +12,15 @@
 #include <memory>
 #include <optional>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "data/dataset_tokenizer.h"
 #include "data/sentencepiece_model.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
@@ -26,6 +29,7 @@
 #include "tools/export_hf/hf_tokenizer.h"
 #include "varuna/checkpoint/files.h"
 #include "varuna/flags/flag_parser.h"
+#include "varuna/io/crc32c.h"
 #include "varuna/io/posix_file.h"
 #include "varuna/io/safetensors.h"
 
@@ -115,26 +119,128 @@ absl::Status CheckOutputDir(const std::string& out) {
                    "directory or remove it first (nothing was written)"));
 }
 
-// The tokenizer's path and where it came from, "" if none is known.
+// The tokenizer to export and where it came from; no files if none is known.
 struct TokenizerChoice {
-  std::string path;
+  data::TokenizerSpec spec;
+  std::optional<data::TokenizerKind> kind;
   std::string origin;  // for messages
+  // What the checkpoint records of its tokenizer when it records its checksum and size
+  // (trainer.tokenizer's crc32c and vocab_size): the files exported must be these.
+  std::optional<data::DatasetTokenizer> recorded;
 };
 
-TokenizerChoice ChooseTokenizer(const HfExportOptions& options, const Value& metadata,
-                                const std::string& source) {
-  if (!options.tokenizer_model.empty()) {
-    return {options.tokenizer_model, absl::StrCat("--tokenizer-model=", options.tokenizer_model)};
+// The flags that name `spec`: "--tokenizer-model=F" or "--vocab-file=V --merge-file=M".
+std::string SpecFlags(const data::TokenizerSpec& spec, data::TokenizerKind kind) {
+  if (kind == data::TokenizerKind::kSentencePiece) {
+    return absl::StrCat("--tokenizer-model=", spec.model_file);
   }
+  return absl::StrCat("--vocab-file=", spec.vocab_file, " --merge-file=", spec.merge_file);
+}
+
+// The checkpoint's trainer.tokenizer ({"type", "files"[, "crc32c", "vocab_size"]}) or, for
+// checkpoints before it, trainer.tokenizer_model. `spec` gets its files; `recorded` its checksum
+// and size when it has them. False when the checkpoint records no (readable) tokenizer.
+bool RecordedTokenizer(const Value& metadata, data::TokenizerSpec* spec,
+                       std::optional<data::DatasetTokenizer>* recorded) {
   const Value* trainer = varuna::json::Find(metadata, "trainer");
-  const Value* saved =
-      trainer != nullptr ? varuna::json::Find(*trainer, "tokenizer_model") : nullptr;
-  if (saved != nullptr && saved->is_string() && !saved->get_ref<const std::string&>().empty()) {
-    const std::string& path = saved->get_ref<const std::string&>();
-    return {path, absl::StrCat("the tokenizer ", path, " recorded in checkpoint ", source,
-                               " (pass --tokenizer-model PATH to use another file)")};
+  if (trainer == nullptr) return false;
+  const Value* tokenizer = varuna::json::Find(*trainer, "tokenizer");
+  if (tokenizer != nullptr && tokenizer->is_object()) {
+    const Value* type = varuna::json::Find(*tokenizer, "type");
+    const Value* files = varuna::json::Find(*tokenizer, "files");
+    if (type != nullptr && type->is_string() && files != nullptr && files->is_array()) {
+      std::vector<std::string> paths;
+      for (const Value& file : *files) {
+        if (file.is_string()) paths.push_back(file.get<std::string>());
+      }
+      data::DatasetTokenizer record;
+      if (*type == data::TokenizerTypeName(data::TokenizerKind::kSentencePiece) &&
+          paths.size() == 1) {
+        spec->model_file = paths[0];
+      } else if (*type == data::TokenizerTypeName(data::TokenizerKind::kGpt2Bpe) &&
+                 paths.size() == 2) {
+        spec->vocab_file = paths[0];
+        spec->merge_file = paths[1];
+        record.kind = data::TokenizerKind::kGpt2Bpe;
+      } else {
+        return false;
+      }
+      spec->type = type->get<std::string>();
+      record.files = std::move(paths);
+      const Value* crc = varuna::json::Find(*tokenizer, "crc32c");
+      const std::optional<int64_t> vocab =
+          varuna::json::AsInt64(varuna::json::Find(*tokenizer, "vocab_size"));
+      if (crc != nullptr && crc->is_string() &&
+          absl::SimpleHexAtoi(crc->get<std::string>(), &record.crc32c) && vocab && *vocab > 0) {
+        record.vocab_size = *vocab;
+        *recorded = std::move(record);
+      }
+      return true;
+    }
   }
-  return {};
+  const Value* saved = varuna::json::Find(*trainer, "tokenizer_model");
+  if (saved != nullptr && saved->is_string() && !saved->get_ref<const std::string&>().empty()) {
+    spec->model_file = saved->get<std::string>();
+    return true;
+  }
+  return false;
+}
+
+absl::StatusOr<TokenizerChoice> ChooseTokenizer(const HfExportOptions& options,
+                                                const Value& metadata, const std::string& source) {
+  TokenizerChoice choice;
+  data::TokenizerSpec recorded_spec;
+  const bool recorded = RecordedTokenizer(metadata, &recorded_spec, &choice.recorded);
+  const data::TokenizerSpec given{options.tokenizer_type, options.tokenizer_model,
+                                  options.vocab_file, options.merge_file};
+  absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(given);
+  if (!kind.ok()) return kind.status();
+  if (kind->has_value()) {
+    choice.spec = given;
+    choice.kind = *kind;
+    choice.origin = SpecFlags(given, **kind);
+    return choice;
+  }
+  if (!recorded) return choice;
+  kind = data::TokenizerKindOf(recorded_spec);
+  if (!kind.ok() || !kind->has_value()) return choice;
+  choice.spec = recorded_spec;
+  choice.kind = *kind;
+  choice.origin = absl::StrCat(
+      "the tokenizer ",
+      **kind == data::TokenizerKind::kSentencePiece
+          ? recorded_spec.model_file
+          : absl::StrCat(recorded_spec.vocab_file, ", ", recorded_spec.merge_file),
+      " recorded in checkpoint ", source,
+      " (pass --tokenizer-model PATH, or --vocab-file PATH --merge-file PATH, to use other "
+      "files)");
+  return choice;
+}
+
+// InvalidArgument naming both tokenizers and the flags to pass unless `used` is the tokenizer
+// the checkpoint records (`recorded`: the same kind, vocabulary size and bytes).
+absl::Status CheckRecordedTokenizer(const data::DatasetTokenizer& recorded,
+                                    const data::DatasetTokenizer& used, const std::string& origin,
+                                    const std::string& source) {
+  std::string difference;
+  if (recorded.kind != used.kind) {
+    difference = absl::StrCat("another kind (", data::TokenizerTypeName(used.kind), ", not ",
+                              data::TokenizerTypeName(recorded.kind), ")");
+  } else if (recorded.vocab_size != used.vocab_size) {
+    difference = absl::StrCat("another vocabulary (", used.vocab_size, " ids, not ",
+                              recorded.vocab_size, ")");
+  } else if (recorded.crc32c != used.crc32c) {
+    difference =
+        absl::StrFormat("other bytes (crc32c %08x, not %08x)", used.crc32c, recorded.crc32c);
+  } else {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "checkpoint %s was trained with %s, %d ids, crc32c %08x, but %s is %s: %s, so its ids "
+      "would mean other pieces. Export with the tokenizer the model was trained with: pass %s "
+      "(or leave the tokenizer flags out to use the recorded files)",
+      source, recorded.Describe(), recorded.vocab_size, recorded.crc32c, origin, used.Describe(),
+      difference, recorded.Flags()));
 }
 
 // Converts segment `segment`'s tensors to Hugging Face tensors appended to `out`. Keeps the
@@ -259,6 +365,10 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
   HfExportOptions options;
   FlagParser parser;
   parser.Add("tokenizer-model", &options.tokenizer_model, "the SentencePiece model to copy");
+  parser.Add("tokenizer-type", &options.tokenizer_type,
+             "SentencePieceTokenizer or GPT2BPETokenizer (\"\": from the files given)");
+  parser.Add("vocab-file", &options.vocab_file, "GPT-2 BPE's vocab.json to copy");
+  parser.Add("merge-file", &options.merge_file, "GPT-2 BPE's merges.txt to copy");
   parser.Add("iteration", &options.iteration, "the checkpoint to export (-1: the newest)", "1000");
   parser.Add("vocab-size", &options.vocab_size, "the real vocabulary (0: from the checkpoint)",
              "50257");
@@ -271,10 +381,22 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
     options.help_requested = true;
     return options;
   }
-  if (parser.WasSet("tokenizer-model") && options.tokenizer_model.empty()) {
-    return absl::InvalidArgumentError(
-        "--tokenizer-model needs a path: e.g. --tokenizer-model=tok.model, or drop it to use the "
-        "tokenizer the checkpoint records");
+  for (const auto& [flag, value, example] :
+       {std::make_tuple("tokenizer-model", &options.tokenizer_model, "tok.model"),
+        std::make_tuple("vocab-file", &options.vocab_file, "gpt2-vocab.json"),
+        std::make_tuple("merge-file", &options.merge_file, "gpt2-merges.txt")}) {
+    if (parser.WasSet(flag) && value->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " needs a path: e.g. --", flag, "=", example,
+                       ", or drop it to use the tokenizer the checkpoint records"));
+    }
+  }
+  // The same checks as the trainer's (which kind, both GPT-2 files).
+  if (absl::StatusOr<std::optional<data::TokenizerKind>> kind =
+          data::TokenizerKindOf({options.tokenizer_type, options.tokenizer_model,
+                                 options.vocab_file, options.merge_file});
+      !kind.ok()) {
+    return kind.status();
   }
   if (positional.size() != 2) {
     return absl::InvalidArgumentError(
@@ -319,37 +441,65 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
   if (!config.ok()) return config.status();
 
   // The tokenizer and the real vocabulary size.
-  const TokenizerChoice choice = ChooseTokenizer(options, first->metadata, source.dir);
+  absl::StatusOr<TokenizerChoice> chosen = ChooseTokenizer(options, first->metadata, source.dir);
+  if (!chosen.ok()) return chosen.status();
+  const TokenizerChoice& choice = *chosen;
   std::unique_ptr<data::Tokenizer> tokenizer;
-  std::string tokenizer_bytes;
+  std::vector<FolderFile> tokenizer_copies;  // the tokenizer's files, byte for byte
   std::optional<HfTokenizerFiles> hf_tokenizer;
-  if (!choice.path.empty()) {
-    absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(choice.path);
+  if (choice.kind.has_value()) {
+    absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(choice.spec);
     if (!loaded.ok()) return WithPrefix(loaded.status(), absl::StrCat(choice.origin, ": "));
     tokenizer = std::move(*loaded);
-    absl::StatusOr<std::string> bytes = varuna::ReadFileToString(choice.path);
-    if (!bytes.ok()) return bytes.status();
-    tokenizer_bytes = std::move(*bytes);
-    absl::StatusOr<data::SentencePieceModel> proto =
-        data::ParseSentencePieceModel(tokenizer_bytes, choice.path);
-    if (!proto.ok()) return WithPrefix(proto.status(), absl::StrCat(choice.origin, ": "));
-    if (static_cast<int>(proto->pieces.size()) != tokenizer->vocab_size() ||
-        proto->eos_id != tokenizer->eod_id()) {
-      return absl::DataLossError(
-          absl::StrCat(choice.origin, ": the model file's pieces (", proto->pieces.size(), ", eos ",
-                       proto->eos_id, ") disagree with what SentencePiece loaded (",
-                       tokenizer->vocab_size(), ", eos ", tokenizer->eod_id(),
-                       "): the file changed while it was read; run the export again"));
+    const bool sentencepiece = *choice.kind == data::TokenizerKind::kSentencePiece;
+    const std::vector<std::string> names =
+        sentencepiece ? std::vector<std::string>{"tokenizer.model"}
+                      : std::vector<std::string>{"vocab.json", "merges.txt"};
+    const std::vector<std::string> paths = tokenizer->files();
+    data::DatasetTokenizer used;
+    used.kind = tokenizer->kind();
+    used.vocab_size = tokenizer->vocab_size();
+    used.files = paths;
+    for (size_t i = 0; i < paths.size() && i < names.size(); ++i) {
+      absl::StatusOr<std::string> bytes = varuna::ReadFileToString(paths[i]);
+      if (!bytes.ok()) return bytes.status();
+      used.crc32c = varuna::Crc32cExtend(used.crc32c, bytes->data(), bytes->size());
+      tokenizer_copies.push_back({names[i], *std::move(bytes)});
     }
-    absl::StatusOr<HfTokenizerFiles> converted =
-        HuggingFaceTokenizer(*proto, config->max_position_embeddings, choice.path);
+    if (choice.recorded.has_value()) {
+      if (absl::Status s =
+              CheckRecordedTokenizer(*choice.recorded, used, choice.origin, source.dir);
+          !s.ok()) {
+        return s;
+      }
+    }
+    absl::StatusOr<HfTokenizerFiles> converted;
+    if (sentencepiece) {
+      absl::StatusOr<data::SentencePieceModel> proto =
+          data::ParseSentencePieceModel(tokenizer_copies[0].contents, paths[0]);
+      if (!proto.ok()) return WithPrefix(proto.status(), absl::StrCat(choice.origin, ": "));
+      if (static_cast<int>(proto->pieces.size()) != tokenizer->vocab_size() ||
+          proto->eos_id != tokenizer->eod_id()) {
+        return absl::DataLossError(
+            absl::StrCat(choice.origin, ": the model file's pieces (", proto->pieces.size(),
+                         ", eos ", proto->eos_id, ") disagree with what SentencePiece loaded (",
+                         tokenizer->vocab_size(), ", eos ", tokenizer->eod_id(),
+                         "): the file changed while it was read; run the export again"));
+      }
+      converted = HuggingFaceTokenizer(*proto, config->max_position_embeddings, paths[0]);
+      summary.tokenizer_model = paths[0];
+    } else {
+      converted = HuggingFaceGpt2Tokenizer(*tokenizer, tokenizer_copies[1].contents,
+                                           config->max_position_embeddings, paths[1]);
+    }
     if (!converted.ok()) return WithPrefix(converted.status(), absl::StrCat(choice.origin, ": "));
     hf_tokenizer = std::move(*converted);
-    summary.tokenizer_model = choice.path;
+    summary.tokenizer_files = paths;
   } else {
     summary.notes.push_back(
         "no tokenizer known (the checkpoint records none): the tokenizer files are not "
-        "written; pass --tokenizer-model PATH to include them");
+        "written; pass --tokenizer-model PATH (SentencePiece) or --vocab-file PATH --merge-file "
+        "PATH (GPT-2 BPE) to include them");
   }
   if (!config->dropout_recorded) {
     summary.notes.push_back(
@@ -369,7 +519,7 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
   } else if (recorded_vocab == 0 && tokenizer != nullptr) {
     config->vocab_size = tokenizer->vocab_size();
     summary.notes.push_back(absl::StrCat("vocab_size ", config->vocab_size, " taken from ",
-                                         choice.path,
+                                         absl::StrJoin(tokenizer->files(), ", "),
                                          " (the checkpoint predates trainer.model.vocab_size)"));
   }
   if (config->vocab_size == 0) {
@@ -377,7 +527,9 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
         "checkpoint ", source.dir,
         " predates trainer.model.vocab_size (the tokenizer's real "
         "vocabulary; it records only padded_vocab_size ",
-        config->padded_vocab_size, "): pass --vocab-size N or --tokenizer-model PATH"));
+        config->padded_vocab_size,
+        "): pass --vocab-size N, or the tokenizer (--tokenizer-model PATH, or --vocab-file PATH "
+        "--merge-file PATH)"));
   }
   if (config->vocab_size > config->padded_vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -387,7 +539,10 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
   if (tokenizer != nullptr && tokenizer->vocab_size() != config->vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         choice.origin, " has ", tokenizer->vocab_size(), " pieces but the model's vocab_size is ",
-        config->vocab_size, ": pass the --tokenizer-model the model was trained with"));
+        config->vocab_size, ": pass the tokenizer the model was trained with (",
+        *choice.kind == data::TokenizerKind::kSentencePiece ? "--tokenizer-model"
+                                                            : "--vocab-file, --merge-file",
+        ")"));
   }
 
   // The tensors, one segment at a time so that only one segment's optimizer state is held.
@@ -420,7 +575,7 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
   if (hf_tokenizer.has_value()) {
     eos = hf_tokenizer->eos_id;
     pad = hf_tokenizer->pad_id;
-    files.push_back({"tokenizer.model", std::move(tokenizer_bytes)});
+    for (FolderFile& copy : tokenizer_copies) files.push_back(std::move(copy));
     files.push_back(JsonFile("tokenizer.json", hf_tokenizer->tokenizer));
     files.push_back(JsonFile("tokenizer_config.json", hf_tokenizer->tokenizer_config));
     files.push_back(JsonFile("special_tokens_map.json", hf_tokenizer->special_tokens_map));

@@ -11,15 +11,18 @@
 //   OUT/generation_config.json  bos = eos = the end-of-document id, pad = the tokenizer's pad
 //                           (eos if none)
 //   and, when a tokenizer is known (tools/export_hf/hf_tokenizer.h):
-//   OUT/tokenizer.json      the SentencePiece model converted for Hugging Face `tokenizers`
-//   OUT/tokenizer_config.json   PreTrainedTokenizerFast, model_max_length, special tokens
+//   OUT/tokenizer.json      the tokenizer converted for Hugging Face `tokenizers`
+//   OUT/tokenizer_config.json   model_max_length, the special tokens; tokenizer_class
+//                           PreTrainedTokenizerFast (SentencePiece) or GPT2Tokenizer (GPT-2 BPE)
 //   OUT/special_tokens_map.json
-//   OUT/tokenizer.model     a byte copy of the SentencePiece model
+//   OUT/tokenizer.model     a byte copy of the SentencePiece model, or for GPT-2 BPE
+//   OUT/vocab.json, OUT/merges.txt   byte copies of vocab.json and merges.txt
 //
 // The model configuration comes from the checkpoint metadata's trainer.model object
 // (num_layers, hidden_size, num_attention_heads, seq_length, max_position_embeddings,
 // padded_vocab_size, vocab_size, optionally layernorm_epsilon, hidden_dropout and
-// attention_dropout); the tokenizer from trainer.tokenizer_model or the option.
+// attention_dropout); the tokenizer from the options or else trainer.tokenizer ({"type",
+// "files", "crc32c", "vocab_size"}, docs/checkpoints.md) or, before it, trainer.tokenizer_model.
 //
 // Nothing is written until the checkpoint has been read and checked whole. The files are
 // written into a hidden staging directory beside OUT that is renamed to OUT at the end, so
@@ -52,9 +55,16 @@ struct HfExportOptions {
   std::string output_dir;
   // --iteration: the checkpoint of a save directory to export; -1: the newest complete one.
   int64_t iteration = -1;
-  // --tokenizer-model: the SentencePiece model to copy; "" takes the checkpoint's
-  // trainer.tokenizer_model, and with neither no tokenizer is exported.
+  // The tokenizer, by the trainer's (Megatron's) flags, as data::TokenizerKindOf reads them:
+  // --tokenizer-model, the SentencePiece model to copy, or --vocab-file and --merge-file, GPT-2
+  // BPE's vocab.json and merges.txt; --tokenizer-type, if given, must name their kind. None
+  // takes the checkpoint's (trainer.tokenizer, or trainer.tokenizer_model before it), and with
+  // neither no tokenizer is exported. A checkpoint that records its tokenizer's crc32c and
+  // vocab_size refuses other files.
+  std::string tokenizer_type;
   std::string tokenizer_model;
+  std::string vocab_file;
+  std::string merge_file;
   // --vocab-size: the real vocabulary size, for checkpoints that predate trainer.model's
   // vocab_size; 0 takes the checkpoint's (or, failing that, the tokenizer's).
   int64_t vocab_size = 0;
@@ -62,7 +72,8 @@ struct HfExportOptions {
 
 // The usage line of export_hf.
 inline constexpr char kHfExportUsage[] =
-    "usage: export_hf CKPT OUT [--tokenizer-model PATH] [--iteration N] [--vocab-size N]\n"
+    "usage: export_hf CKPT OUT [--tokenizer-model PATH | --vocab-file PATH --merge-file PATH]\n"
+    "                 [--tokenizer-type TYPE] [--iteration N] [--vocab-size N]\n"
     "  CKPT  a --save directory (exports its newest complete checkpoint, or --iteration N)\n"
     "        or one varuna_ckpt_<n> directory in it\n"
     "  OUT   the Hugging Face folder to create (must not exist or be empty)";
@@ -80,7 +91,8 @@ struct HfExportSummary {
   int64_t num_tensors = 0;  // in model.safetensors
   uint64_t bytes = 0;       // size of model.safetensors
   std::string output_dir;
-  std::string tokenizer_model;        // the copied model, "" if none
+  std::string tokenizer_model;               // the copied SentencePiece model, "" if none
+  std::vector<std::string> tokenizer_files;  // the copied tokenizer files, none if none
   std::vector<std::string> notes;     // for stdout: which checkpoint, where the vocab came from
   std::vector<std::string> warnings;  // for stderr: e.g. lm_head_weight differs from wte
 
@@ -92,9 +104,11 @@ struct HfExportSummary {
 // naming the input and the fix, with nothing written: NotFound for a missing CKPT or
 // checkpoint (and the statuses of varuna::LatestCheckpointIteration / ReadCheckpoint for
 // incomplete or damaged ones, DataLoss mostly); InvalidArgument for --iteration that
-// contradicts a varuna_ckpt_<n> CKPT, a missing vocab_size (pass --vocab-size or
-// --tokenizer-model), a vocab_size above padded_vocab_size, or a tokenizer whose size
-// differs from vocab_size, or one HuggingFaceTokenizer cannot convert; DataLoss for a
+// contradicts a varuna_ckpt_<n> CKPT, a missing vocab_size (pass --vocab-size or the
+// tokenizer), a vocab_size above padded_vocab_size, tokenizer flags TokenizerKindOf refuses, a
+// tokenizer other than the one the checkpoint records with its crc32c and vocab_size (another
+// kind, size or bytes: the message names both and the flags to pass), a tokenizer whose size
+// differs from vocab_size, or one that cannot be converted; DataLoss for a
 // missing model configuration (gpt2::ReadModelRecord),
 // a missing GPT-2 parameter or one with the wrong shape; FailedPrecondition if OUT exists
 // and is not an empty directory; NotFound / InvalidArgument from data::LoadTokenizer for a

@@ -86,6 +86,18 @@ size_t Utf8Length(unsigned char lead) {
   return 1;  // not a lead byte: step one byte, as SentencePiece does for malformed text
 }
 
+// Number of UTF-8 characters of `text`.
+size_t Utf8Characters(std::string_view text) {
+  size_t n = 0;
+  for (size_t i = 0; i < text.size(); i += Utf8Length(static_cast<unsigned char>(text[i]))) ++n;
+  return n;
+}
+
+// Whether SentencePiece matches pieces of `type` in the text (the others have ids only).
+bool MatchedInText(PieceType type) {
+  return type == PieceType::kNormal || type == PieceType::kUserDefined;
+}
+
 // BPE merges as SentencePiece's encoder applies them: a pair of adjacent symbols may merge if
 // their concatenation is a piece, the piece with the highest score first. Every split of a
 // normal piece into two normal pieces is a merge; merges are ranked by the piece's score
@@ -147,9 +159,22 @@ Value Model(const SentencePieceModel& model, const std::unordered_map<std::strin
   } else {
     out["type"] = "Unigram";
     out["unk_id"] = model.unk_id;
+    // `tokenizers` matches every piece of a Unigram vocabulary in the text, SentencePiece only
+    // normal and user-defined ones: control, unknown and byte pieces ("</s>", "<0x41>", score
+    // 0, higher than any normal piece) would win wherever the text spells them. Their score
+    // here is below any spelling of that text in normal pieces, so they are never chosen (the
+    // ids stay: byte fallback finds "<0xNN>" by name, unknown text gets unk_id).
+    float lowest = 0;
+    size_t longest = 0;
+    for (const data::SentencePiece& piece : model.pieces) {
+      if (piece.type == PieceType::kNormal) lowest = std::min(lowest, piece.score);
+      if (!MatchedInText(piece.type)) longest = std::max(longest, Utf8Characters(piece.piece));
+    }
+    const double unmatched = (static_cast<double>(lowest) - 10) * static_cast<double>(longest + 1);
     Value vocab = Value::array();
     for (const data::SentencePiece& piece : model.pieces) {
-      vocab.push_back(Value::array({piece.piece, static_cast<double>(piece.score)}));
+      vocab.push_back(Value::array(
+          {piece.piece, MatchedInText(piece.type) ? static_cast<double>(piece.score) : unmatched}));
     }
     out["vocab"] = std::move(vocab);
     out["byte_fallback"] = model.byte_fallback;
@@ -157,21 +182,45 @@ Value Model(const SentencePieceModel& model, const std::unordered_map<std::strin
   return out;
 }
 
+// An entry of tokenizer.json's added_tokens (with `id`) or of tokenizer_config.json's
+// added_tokens_decoder (keyed by id; `id` < 0).
+Value AddedToken(const std::string& content, bool special, int id = -1) {
+  Value token = Value::object();
+  if (id >= 0) token["id"] = id;
+  token["content"] = content;
+  token["single_word"] = false;
+  token["lstrip"] = false;
+  token["rstrip"] = false;
+  token["normalized"] = false;
+  token["special"] = special;
+  return token;
+}
+
+// The user-defined pieces, which SentencePiece matches in the text before segmenting it, as
+// `tokenizers` does with added tokens. The special pieces are not added tokens: `tokenizers`
+// would match them in the text too (it keeps no encode_special_tokens in tokenizer.json), and
+// the training data never has their ids where the text spells them.
 Value AddedTokens(const SentencePieceModel& model) {
   Value out = Value::array();
   for (int id = 0; id < static_cast<int>(model.pieces.size()); ++id) {
     const data::SentencePiece& piece = model.pieces[id];
+    if (piece.type != PieceType::kUserDefined) continue;
+    out.push_back(AddedToken(piece.piece, /*special=*/false, id));
+  }
+  return out;
+}
+
+// tokenizer_config.json's added_tokens_decoder: the special (control and unknown) and
+// user-defined pieces by id, so that transformers knows which ones decode(...,
+// skip_special_tokens=True) drops; "split_special_tokens": true keeps it from matching them
+// in the text.
+Value AddedTokensDecoder(const SentencePieceModel& model) {
+  Value out = Value::object();
+  for (int id = 0; id < static_cast<int>(model.pieces.size()); ++id) {
+    const data::SentencePiece& piece = model.pieces[id];
     const bool special = piece.type == PieceType::kControl || piece.type == PieceType::kUnknown;
     if (!special && piece.type != PieceType::kUserDefined) continue;
-    Value token = Value::object();
-    token["id"] = id;
-    token["content"] = piece.piece;
-    token["single_word"] = false;
-    token["lstrip"] = false;
-    token["rstrip"] = false;
-    token["normalized"] = false;
-    token["special"] = special;
-    out.push_back(std::move(token));
+    out[absl::StrCat(id)] = AddedToken(piece.piece, special);
   }
   return out;
 }
@@ -183,7 +232,112 @@ absl::Status Unsupported(const std::string& source, absl::string_view what) {
                    "model made by //data:train_tokenizer (bpe or unigram)"));
 }
 
+// A {"type": "ByteLevel", ...} pre-tokenizer, post-processor or decoder.
+Value ByteLevel(bool add_prefix_space, bool trim_offsets) {
+  Value out = Value::object();
+  out["type"] = "ByteLevel";
+  out["add_prefix_space"] = add_prefix_space;
+  out["trim_offsets"] = trim_offsets;
+  out["use_regex"] = true;
+  return out;
+}
+
+// merges.txt's merges ("#version" line and empty lines skipped) as [left, right] pairs.
+absl::StatusOr<Value> Gpt2Merges(std::string_view text, const std::string& source) {
+  Value out = Value::array();
+  int line_number = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++line_number;
+    if (line.empty() || (line_number == 1 && line.substr(0, 8) == "#version")) continue;
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
+        line.find(' ', space + 1) != std::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "merges file ", source, " line ", line_number,
+          " is not two tokens separated by one space: pass GPT-2's merges.txt (--merge-file)"));
+    }
+    out.push_back(
+        Value::array({std::string(line.substr(0, space)), std::string(line.substr(space + 1))}));
+  }
+  return out;
+}
+
 }  // namespace
+
+absl::StatusOr<HfTokenizerFiles> HuggingFaceGpt2Tokenizer(const data::Tokenizer& tokenizer,
+                                                          std::string_view merges,
+                                                          int64_t model_max_length,
+                                                          const std::string& source) {
+  const int n = tokenizer.vocab_size();
+  const int eod = tokenizer.eod_id();
+  if (tokenizer.kind() != data::TokenizerKind::kGpt2Bpe || eod < 0 || eod >= n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer ", source, " is not a GPT-2 byte-level BPE with an end-of-document token"));
+  }
+  absl::StatusOr<Value> merge_pairs = Gpt2Merges(merges, source);
+  if (!merge_pairs.ok()) return merge_pairs.status();
+  HfTokenizerFiles files;
+  files.eos_id = files.bos_id = files.pad_id = eod;
+  const std::string eos = tokenizer.IdToPiece(eod);
+
+  Value model = Value::object();
+  model["type"] = "BPE";
+  model["dropout"] = nullptr;
+  model["unk_token"] = nullptr;  // every byte has a token
+  model["continuing_subword_prefix"] = nullptr;
+  model["end_of_word_suffix"] = nullptr;
+  model["fuse_unk"] = false;
+  model["byte_fallback"] = false;
+  model["ignore_merges"] = false;
+  Value vocab = Value::object();
+  // The pieces are unique (the tokenizer checked vocab.json): append without ordered_map's
+  // linear duplicate search, which would make this quadratic in the vocabulary.
+  auto& entries = static_cast<Value::object_t::Container&>(vocab.get_ref<Value::object_t&>());
+  entries.reserve(n);
+  for (int id = 0; id < n; ++id) entries.emplace_back(tokenizer.IdToPiece(id), id);
+  model["vocab"] = std::move(vocab);
+  model["merges"] = *std::move(merge_pairs);
+
+  Value& json = files.tokenizer;
+  json = Value::object();
+  json["version"] = "1.0";
+  json["truncation"] = nullptr;
+  json["padding"] = nullptr;
+  // "<|endoftext|>" is no added token: `tokenizers` would match it in the text (see the header).
+  json["added_tokens"] = Value::array();
+  json["normalizer"] = nullptr;
+  json["pre_tokenizer"] = ByteLevel(/*add_prefix_space=*/false, /*trim_offsets=*/true);
+  // As transformers' GPT2Converter: offsets only, no tokens added.
+  json["post_processor"] = ByteLevel(/*add_prefix_space=*/true, /*trim_offsets=*/false);
+  json["decoder"] = ByteLevel(/*add_prefix_space=*/true, /*trim_offsets=*/true);
+  json["model"] = std::move(model);
+
+  Value& config = files.tokenizer_config;
+  config = Value::object();
+  config["tokenizer_class"] = "GPT2Tokenizer";
+  config["model_max_length"] = model_max_length;
+  config["bos_token"] = eos;
+  config["eos_token"] = eos;
+  config["unk_token"] = eos;
+  config["add_prefix_space"] = false;
+  config["add_bos_token"] = false;
+  config["clean_up_tokenization_spaces"] = false;
+  config["errors"] = "replace";
+  config["split_special_tokens"] = true;
+  config["added_tokens_decoder"] = Value::object();
+  config["added_tokens_decoder"][absl::StrCat(eod)] = AddedToken(eos, /*special=*/true);
+
+  Value& map = files.special_tokens_map;
+  map = Value::object();
+  map["bos_token"] = eos;
+  map["eos_token"] = eos;
+  map["unk_token"] = eos;
+  return files;
+}
 
 absl::StatusOr<HfTokenizerFiles> HuggingFaceTokenizer(const SentencePieceModel& model,
                                                       int64_t model_max_length,
@@ -245,6 +399,9 @@ absl::StatusOr<HfTokenizerFiles> HuggingFaceTokenizer(const SentencePieceModel& 
   config["add_eos_token"] = false;
   // transformers' default (True in older versions) would rewrite " ," and " 's" on decode.
   config["clean_up_tokenization_spaces"] = false;
+  // Text that spells a special token is text, as in the training data.
+  config["split_special_tokens"] = true;
+  config["added_tokens_decoder"] = AddedTokensDecoder(model);
 
   Value& map = files.special_tokens_map;
   map = Value::object();

@@ -14,20 +14,35 @@
 //                  Unigram: the pieces with their scores; byte_fallback as the model's
 //   decoder        "▁" -> " ", byte pieces -> bytes, fused, one leading space stripped if
 //                  add_dummy_prefix
-//   added_tokens   the control and unknown pieces (special) and user-defined ones
+//   added_tokens   the user-defined pieces (SentencePiece matches them in the text first)
 //   post_processor none: the trainer adds no BOS/EOS inside a document
-// Checked against SentencePiece on the whole bundled corpus (tests/trainer:
+// Checked against SentencePiece on the whole bundled corpus (tests/tools/export_hf:
 // hf_tokenizer_parity_test): BPE gives the same ids; unigram too, except where two
 // segmentations have exactly the same score (SentencePiece sums scores in float32,
-// `tokenizers` in float64, so rounding may pick the other one). One difference by design, as
-// in transformers' own conversions: text that spells a special piece ("</s>") encodes to that
-// piece's id in `tokenizers`, to ordinary pieces in SentencePiece; the corpus has none.
+// `tokenizers` in float64, so rounding may pick the other one).
+//
+// Text that spells a special piece ("</s>", "<s>", "<unk>", "<pad>", "<0x41>") is text, as in
+// the training data: SentencePiece never gives a control, unknown or byte id for it. So the
+// special pieces are not tokenizer.json added tokens (`tokenizers` matches every added token
+// in the text, special or not; Tokenizer.encode_special_tokens, which would stop that, is not
+// saved in tokenizer.json), and in a Unigram model the control, unknown and byte pieces get a
+// score below any spelling of their text (`tokenizers` matches every vocabulary piece in the
+// text, SentencePiece only normal and user-defined ones). transformers adds the special
+// tokens of tokenizer_config.json to its tokenizer itself; "split_special_tokens": true there
+// (transformers 4.45 and later honour it for fast tokenizers) keeps them from being matched.
 //
 // tokenizer_config.json names PreTrainedTokenizerFast (so transformers does not guess a GPT-2
 // tokenizer from config.json's model_type), model_max_length, and the special tokens: eos is
 // the end-of-document piece the data pipeline appends (the model's eos, "</s>"), bos is the
 // same piece (as GPT-2's <|endoftext|>: the model starts a document after it and never saw
-// SentencePiece's <s>), unk the model's, pad the model's pad piece or else eos.
+// SentencePiece's <s>), unk the model's, pad the model's pad piece or else eos;
+// added_tokens_decoder lists the special and user-defined pieces by id.
+//
+// GPT-2's byte-level BPE (HuggingFaceGpt2Tokenizer) becomes what transformers' GPT2Converter
+// makes: model BPE from vocab.json and merges.txt without unk, pre-tokenizer ByteLevel
+// (add_prefix_space false, GPT-2's regex), ByteLevel decoder and post-processor (offsets only),
+// no added tokens ("<|endoftext|>" never comes from text, see above); tokenizer_config.json
+// names GPT2Tokenizer with bos = eos = unk = "<|endoftext|>" and no pad.
 //
 // Thread safety: pure functions.
 #ifndef VARUNA_TOOLS_EXPORT_HF_HF_TOKENIZER_H_
@@ -35,9 +50,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "data/sentencepiece_model.h"
+#include "data/tokenizer.h"
 #include "varuna/io/json.h"
 
 namespace tools {
@@ -58,6 +75,15 @@ struct HfTokenizerFiles {
 absl::StatusOr<HfTokenizerFiles> HuggingFaceTokenizer(const data::SentencePieceModel& model,
                                                       int64_t model_max_length,
                                                       const std::string& source);
+
+// Converts a GPT-2 byte-level BPE `tokenizer` (data::Gpt2BpeTokenizer, named `source` in
+// messages) whose merges.txt holds `merges` for a model with `model_max_length` positions;
+// bos_id = eos_id = pad_id = its end-of-document id. Errors: InvalidArgument naming `source`
+// for a tokenizer of another kind or a merges line that is not two tokens.
+absl::StatusOr<HfTokenizerFiles> HuggingFaceGpt2Tokenizer(const data::Tokenizer& tokenizer,
+                                                          std::string_view merges,
+                                                          int64_t model_max_length,
+                                                          const std::string& source);
 
 }  // namespace tools
 

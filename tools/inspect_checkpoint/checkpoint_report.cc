@@ -191,8 +191,26 @@ std::string DescribeState(const varuna::CheckpointManifest& manifest) {
   if (!parts.empty()) out += Line("trainer", absl::StrJoin(parts, ", "));
   const std::string model = Members(FindPath(meta, {"trainer", "model"}));
   out += Line("model", model.empty() ? "not recorded" : model);
-  const Value* tokenizer = FindPath(meta, {"trainer", "tokenizer_model"});
-  if (tokenizer != nullptr && !Text(*tokenizer).empty()) out += Line("tokenizer", Text(*tokenizer));
+  // trainer.tokenizer ({"type", "files", "vocab_size", "crc32c"}): "GPT2BPETokenizer (v.json,
+  // m.txt), 50257 ids, crc32c 1a2b3c4d"; before it, trainer.tokenizer_model's path.
+  const Value* tokenizer = FindPath(meta, {"trainer", "tokenizer"});
+  const Value* files = tokenizer != nullptr ? varuna::json::Find(*tokenizer, "files") : nullptr;
+  const Value* type = tokenizer != nullptr ? varuna::json::Find(*tokenizer, "type") : nullptr;
+  if (type != nullptr && files != nullptr && files->is_array()) {
+    std::vector<std::string> paths;
+    for (const Value& file : *files) paths.push_back(Text(file));
+    std::string text = absl::StrCat(Text(*type), " (", absl::StrJoin(paths, ", "), ")");
+    if (const Value* size = varuna::json::Find(*tokenizer, "vocab_size")) {
+      absl::StrAppend(&text, ", ", Count(*size, "id"));
+    }
+    if (const Value* crc = varuna::json::Find(*tokenizer, "crc32c")) {
+      absl::StrAppend(&text, ", crc32c ", Text(*crc));
+    }
+    out += Line("tokenizer", text);
+  } else if (const Value* model = FindPath(meta, {"trainer", "tokenizer_model"});
+             model != nullptr && !Text(*model).empty()) {
+    out += Line("tokenizer", Text(*model));
+  }
   const std::string lr = Members(FindPath(meta, {"trainer", "lr_schedule"}));
   if (!lr.empty()) out += Line("lr schedule", lr);
   const Value* data = FindPath(meta, {"trainer", "data_fingerprint"});

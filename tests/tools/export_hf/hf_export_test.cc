@@ -11,13 +11,18 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "data/dataset_tokenizer.h"
 #include "data/tokenizer_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -620,6 +625,261 @@ TEST_F(HfExportTokenizerTest, TokenizerProblemsAreNamed) {
   EXPECT_THAT(Message(summary.status()),
               AllOf(HasSubstr(root_ + "/moved.model"), HasSubstr("--tokenizer-model PATH")));
   ExpectNothingWritten();
+}
+
+// GPT-2's own vocab.json and merges.txt (@gpt2_bpe), in the test's runfiles.
+std::string Gpt2File(const std::string& name) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return std::string(srcdir ? srcdir : "..") + "/gpt2_bpe/" + name;
+}
+
+// trainer.tokenizer as the trainer records it (trainer/run_checkpoint.cc): type, absolute files,
+// their crc32c and the vocabulary size.
+Value TokenizerRecord(const data::TokenizerSpec& spec) {
+  absl::StatusOr<std::unique_ptr<data::Tokenizer>> tokenizer = data::LoadTokenizer(spec);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  if (!tokenizer.ok()) return Value();
+  absl::StatusOr<data::DatasetTokenizer> described = data::DescribeTokenizer(**tokenizer);
+  EXPECT_TRUE(described.ok()) << described.status();
+  if (!described.ok()) return Value();
+  Value record = Value::object();
+  record["type"] = data::TokenizerTypeName(described->kind);
+  record["files"] = described->files;
+  record["crc32c"] = absl::StrFormat("%08x", described->crc32c);
+  record["vocab_size"] = described->vocab_size;
+  return record;
+}
+
+// The GPT-2 export: the real vocabulary (50257 ids, padded to 50304) on the tiny model.
+class HfExportGpt2Test : public HfExportTokenizerTest {
+ protected:
+  static constexpr int kGpt2Vocab = 50257;
+  static constexpr int kEndOfText = 50256;
+
+  data::TokenizerSpec Gpt2Spec() const {
+    return {"", "", Gpt2File("gpt2-vocab.json"), Gpt2File("gpt2-merges.txt")};
+  }
+  // A checkpoint of the tiny model with GPT-2's vocabulary; `tokenizer` as trainer.tokenizer.
+  void WriteGpt2Checkpoint(Value tokenizer) {
+    const gpt2::Gpt2Config config = TinyConfig(kGpt2Vocab);
+    WriteTinyCheckpoint(3, 0.5f, config, ModelJson(config),
+                        [&](std::map<int, NamedTensors>*, Value* trainer) {
+                          (*trainer)["tokenizer_model"] = "";
+                          (*trainer)["tokenizer"] = tokenizer;
+                        });
+  }
+  // A GPT-2 vocab.json of the 256 byte tokens (GPT-2's byte -> character map) and
+  // "<|endoftext|>", with an empty merges.txt: a valid GPT-2 BPE of 257 ids.
+  std::pair<std::string, std::string> WriteSmallGpt2Files() const {
+    std::vector<int> printable;
+    for (int b = '!'; b <= '~'; ++b) printable.push_back(b);
+    for (int b = 0xA1; b <= 0xAC; ++b) printable.push_back(b);
+    for (int b = 0xAE; b <= 0xFF; ++b) printable.push_back(b);
+    std::map<int, int> to_char;
+    for (int b : printable) to_char[b] = b;
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      if (!to_char.count(b)) to_char[b] = next++;
+    }
+    Value vocab = Value::object();
+    for (int b = 0; b < 256; ++b) {
+      std::string utf8;
+      const int c = to_char[b];
+      if (c < 0x80) {
+        utf8 = std::string(1, static_cast<char>(c));
+      } else {
+        utf8 = {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+      }
+      vocab[utf8] = b;
+    }
+    vocab["<|endoftext|>"] = 256;
+    const std::string vocab_file = root_ + "/small-vocab.json";
+    const std::string merge_file = root_ + "/small-merges.txt";
+    std::ofstream(vocab_file) << varuna::json::Serialize(vocab);
+    std::ofstream(merge_file) << "#version: 0.2\n";
+    return {vocab_file, merge_file};
+  }
+};
+
+TEST_F(HfExportGpt2Test, WritesGpt2TokenizerFilesFromTheRecordedTokenizer) {
+  WriteGpt2Checkpoint(TokenizerRecord(Gpt2Spec()));
+  absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(Options(save_dir_));
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->tokenizer_model, "");
+  ASSERT_EQ(summary->tokenizer_files.size(), 2u);
+  EXPECT_THAT(Listing(out_), ElementsAre("config.json", "generation_config.json", "merges.txt",
+                                         "model.safetensors", "special_tokens_map.json",
+                                         "tokenizer.json", "tokenizer_config.json", "vocab.json"));
+  EXPECT_EQ(ReadText(out_ + "/vocab.json"), ReadText(Gpt2File("gpt2-vocab.json")));
+  EXPECT_EQ(ReadText(out_ + "/merges.txt"), ReadText(Gpt2File("gpt2-merges.txt")));
+
+  // nlohmann::json (a std::map per object): ordered_json would look 50257 keys up one by one.
+  const nlohmann::json tokenizer = nlohmann::json::parse(ReadText(out_ + "/tokenizer.json"));
+  const nlohmann::json& model = tokenizer["model"];
+  EXPECT_EQ(model["type"], "BPE");
+  EXPECT_TRUE(model["unk_token"].is_null());
+  EXPECT_EQ(model["byte_fallback"], false);
+  EXPECT_EQ(model["vocab"].size(), static_cast<size_t>(kGpt2Vocab));
+  EXPECT_EQ(model["vocab"]["<|endoftext|>"], kEndOfText);
+  EXPECT_EQ(model["vocab"]["!"], 0);
+  EXPECT_EQ(model["vocab"]["\xC4\xA0the"], 262);  // "Ġthe"
+  ASSERT_EQ(model["merges"].size(), 50000u);
+  EXPECT_EQ(model["merges"][0].dump(), "[\"\xC4\xA0\",\"t\"]");  // ["Ġ", "t"]
+  EXPECT_EQ(
+      tokenizer["pre_tokenizer"].dump(),
+      R"({"add_prefix_space":false,"trim_offsets":true,"type":"ByteLevel","use_regex":true})");
+  EXPECT_EQ(tokenizer["decoder"]["type"], "ByteLevel");
+  EXPECT_EQ(tokenizer["post_processor"]["type"], "ByteLevel");
+  EXPECT_TRUE(tokenizer["normalizer"].is_null());
+  // "<|endoftext|>" is no added token: `tokenizers` would turn the text "<|endoftext|>" into it.
+  EXPECT_EQ(tokenizer["added_tokens"].size(), 0u);
+
+  absl::StatusOr<Value> config = varuna::json::Parse(ReadText(out_ + "/tokenizer_config.json"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ((*config)["tokenizer_class"], "GPT2Tokenizer");
+  EXPECT_EQ((*config)["model_max_length"], 16);
+  EXPECT_EQ((*config)["bos_token"], "<|endoftext|>");
+  EXPECT_EQ((*config)["eos_token"], "<|endoftext|>");
+  EXPECT_EQ((*config)["unk_token"], "<|endoftext|>");
+  EXPECT_FALSE(config->contains("pad_token"));
+  EXPECT_EQ((*config)["add_prefix_space"], false);
+  EXPECT_EQ((*config)["split_special_tokens"], true);
+  EXPECT_EQ((*config)["added_tokens_decoder"]["50256"]["content"], "<|endoftext|>");
+  EXPECT_EQ((*config)["added_tokens_decoder"]["50256"]["special"], true);
+  absl::StatusOr<Value> map = varuna::json::Parse(ReadText(out_ + "/special_tokens_map.json"));
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ(varuna::json::Serialize(*map),
+            R"({"bos_token":"<|endoftext|>","eos_token":"<|endoftext|>",)"
+            R"("unk_token":"<|endoftext|>"})");
+  absl::StatusOr<Value> generation =
+      varuna::json::Parse(ReadText(out_ + "/generation_config.json"));
+  ASSERT_TRUE(generation.ok());
+  EXPECT_EQ(varuna::json::Serialize(*generation),
+            R"({"bos_token_id":50256,"eos_token_id":50256,"pad_token_id":50256})");
+  absl::StatusOr<Value> json = varuna::json::Parse(ReadText(out_ + "/config.json"));
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(varuna::json::Find(*json, "vocab_size")->get<int64_t>(), kGpt2Vocab);
+  EXPECT_EQ(varuna::json::Find(*json, "bos_token_id")->get<int64_t>(), kEndOfText);
+  EXPECT_EQ(varuna::json::Find(*json, "eos_token_id")->get<int64_t>(), kEndOfText);
+  absl::StatusOr<varuna::SafetensorsFile> file =
+      varuna::ReadSafetensors(out_ + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->Find("transformer.wte.weight")->size(0), kGpt2Vocab);
+}
+
+TEST_F(HfExportGpt2Test, FlagsChooseTheTokenizerOfACheckpointThatRecordsNone) {
+  WriteGpt2Checkpoint(Value());
+  HfExportOptions options = Options(save_dir_);
+  options.tokenizer_type = "GPT2BPETokenizer";
+  options.vocab_file = Gpt2File("gpt2-vocab.json");
+  options.merge_file = Gpt2File("gpt2-merges.txt");
+  absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(ReadText(out_ + "/vocab.json"), ReadText(Gpt2File("gpt2-vocab.json")));
+  EXPECT_EQ(ReadText(out_ + "/merges.txt"), ReadText(Gpt2File("gpt2-merges.txt")));
+  EXPECT_TRUE(fs::exists(out_ + "/tokenizer.json"));
+
+  // The files recorded, passed again: the same tokenizer, accepted.
+  fs::remove_all(root_ + "/exports");
+  fs::remove_all(save_dir_);
+  WriteGpt2Checkpoint(TokenizerRecord(Gpt2Spec()));
+  summary = ExportHuggingFace(options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+}
+
+TEST_F(HfExportGpt2Test, TokenizerOtherThanTheRecordedOneIsRefusedByName) {
+  WriteGpt2Checkpoint(TokenizerRecord(Gpt2Spec()));
+  const std::string recorded_flags =
+      absl::StrCat("--tokenizer-type=GPT2BPETokenizer --vocab-file=", Gpt2File("gpt2-vocab.json"),
+                   " --merge-file=", Gpt2File("gpt2-merges.txt"));
+  auto refusal = [&](const HfExportOptions& options) {
+    absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(options);
+    EXPECT_FALSE(summary.ok());
+    EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
+    ExpectNothingWritten();
+    return Message(summary.status());
+  };
+  // Another kind: a SentencePiece model.
+  HfExportOptions options = Options(save_dir_);
+  options.tokenizer_model = *model_file_;
+  EXPECT_THAT(refusal(options),
+              AllOf(HasSubstr("was trained with GPT2BPETokenizer"), HasSubstr("50257 ids"),
+                    HasSubstr("SentencePieceTokenizer (" + *model_file_), HasSubstr("another kind"),
+                    HasSubstr("pass " + recorded_flags)));
+  // Another vocabulary size: a GPT-2 BPE of 257 ids.
+  const auto [small_vocab, small_merges] = WriteSmallGpt2Files();
+  options = Options(save_dir_);
+  options.vocab_file = small_vocab;
+  options.merge_file = small_merges;
+  EXPECT_THAT(refusal(options), AllOf(HasSubstr(small_vocab), HasSubstr(small_merges),
+                                      HasSubstr("another vocabulary (257 ids, not 50257)"),
+                                      HasSubstr("pass " + recorded_flags)));
+  // Other bytes: GPT-2's vocabulary with a newline added.
+  const std::string changed_vocab = root_ + "/changed-vocab.json";
+  std::ofstream(changed_vocab) << ReadText(Gpt2File("gpt2-vocab.json")) << "\n";
+  options = Options(save_dir_);
+  options.vocab_file = changed_vocab;
+  options.merge_file = Gpt2File("gpt2-merges.txt");
+  EXPECT_THAT(refusal(options), AllOf(HasSubstr(changed_vocab), HasSubstr("other bytes (crc32c "),
+                                      HasSubstr("pass " + recorded_flags)));
+}
+
+TEST_F(HfExportTokenizerTest, SentencePieceCheckpointRefusesAnotherModel) {
+  const gpt2::Gpt2Config config = TinyConfig(kTokenizerVocab);
+  const Value record = TokenizerRecord({"", *model_file_, "", ""});
+  WriteTinyCheckpoint(3, 0.5f, config, ModelJson(config),
+                      [&](std::map<int, NamedTensors>*, Value* trainer) {
+                        (*trainer)["tokenizer_model"] = *model_file_;
+                        (*trainer)["tokenizer"] = record;
+                      });
+  // Another model of the same kind and size (other bytes): one trained on other text.
+  const std::string corpus = root_ + "/other.txt";
+  {
+    std::ofstream out(corpus);
+    for (int i = 0; i < 300; ++i) {
+      out << "zebra yak walrus vole " << i << " umbrella tiger " << i * 7 << " quilt.\n";
+    }
+  }
+  data::TokenizerTrainOptions train;
+  train.input_files = {corpus};
+  train.model_prefix = root_ + "/other";
+  train.vocab_size = kTokenizerVocab;
+  train.num_threads = 1;
+  ASSERT_TRUE(data::TrainTokenizer(train).ok());
+  HfExportOptions options = Options(save_dir_);
+  options.tokenizer_model = root_ + "/other.model";
+  absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(options);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(summary.status()),
+              AllOf(HasSubstr("other bytes"), HasSubstr(root_ + "/other.model"),
+                    HasSubstr("pass --tokenizer-model=" + *model_file_)));
+  ExpectNothingWritten();
+  // The recorded model itself is accepted.
+  options.tokenizer_model = *model_file_;
+  summary = ExportHuggingFace(options);
+  EXPECT_TRUE(summary.ok()) << summary.status();
+}
+
+TEST(HfExportArgsTest, ParsesGpt2TokenizerFlags) {
+  absl::StatusOr<HfExportOptions> options =
+      ParseHfExportArgs({"ckpts", "out", "--tokenizer-type=GPT2BPETokenizer", "--vocab-file=v.json",
+                         "--merge-file", "m.txt"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->tokenizer_type, "GPT2BPETokenizer");
+  EXPECT_EQ(options->vocab_file, "v.json");
+  EXPECT_EQ(options->merge_file, "m.txt");
+  auto error = [](const std::vector<std::string>& args) {
+    absl::StatusOr<HfExportOptions> parsed = ParseHfExportArgs(args);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    return Message(parsed.status());
+  };
+  EXPECT_THAT(error({"a", "b", "--vocab-file=v.json"}), HasSubstr("--merge-file"));
+  EXPECT_THAT(error({"a", "b", "--vocab-file="}), HasSubstr("--vocab-file needs a path"));
+  EXPECT_THAT(error({"a", "b", "--tokenizer-model=t.model", "--vocab-file=v", "--merge-file=m"}),
+              HasSubstr("--tokenizer-model"));
+  EXPECT_THAT(error({"a", "b", "--tokenizer-type=Gpt2", "--tokenizer-model=t.model"}),
+              HasSubstr("Gpt2"));
 }
 
 TEST(HfExportArgsTest, ParsesPathsAndFlags) {

@@ -1,19 +1,23 @@
-// hf_tokenizer_reference: SentencePiece's own ids for every document of a corpus, the
+// hf_tokenizer_reference: a C++ tokenizer's own ids for every document of a corpus, the
 // reference that hf_tokenizer_check.py holds a Hugging Face tokenizer.json to.
 //
-//   hf_tokenizer_reference CORPUS.jsonl OUT_DIR TYPE VOCAB_SIZE
-//       TYPE bpe or unigram: trains a SentencePiece model on CORPUS (as
+//   hf_tokenizer_reference CORPUS.jsonl[,MORE.jsonl...] OUT_DIR TYPE VOCAB_SIZE
+//       TYPE bpe or unigram: trains a SentencePiece model on the first CORPUS (as
 //       //data:train_tokenizer does; TYPE bpe-nfkc or unigram-nfkc: with SentencePiece's
 //       defaults instead, nmt_nfkc and extra whitespace removed) into
 //       OUT_DIR/sp.model and writes its Hugging Face files (tools::HuggingFaceTokenizer)
 //       into OUT_DIR, then the reference below
-//   hf_tokenizer_reference CORPUS.jsonl OUT_DIR --model MODEL
+//   hf_tokenizer_reference CORPUS.jsonl[,...] OUT_DIR --model MODEL
 //       the same for an existing model (e.g. an export's tokenizer.model): its Hugging Face
 //       files into OUT_DIR, then the reference
+//   hf_tokenizer_reference CORPUS.jsonl[,...] OUT_DIR --gpt2 VOCAB_JSON MERGES_TXT
+//       the same for GPT-2's byte-level BPE (data::Gpt2BpeTokenizer,
+//       tools::HuggingFaceGpt2Tokenizer)
 //
-// The reference is OUT_DIR/expected.jsonl, one line per document in corpus order:
-// {"text": <document>, "ids": <SentencePiece's ids>, "decoded": <SentencePiece's decoding of
-// the ids>}. Exit status 0 on success, 1 on an error (printed), 2 on a bad command line.
+// The reference is OUT_DIR/expected.jsonl, one line per document in corpus order, then one per
+// text of kSpecialTexts (text that spells special and byte pieces, which the tokenizer must
+// treat as text): {"text": <document>, "ids": <the tokenizer's ids>, "decoded": <its decoding
+// of the ids>}. Exit status 0 on success, 1 on an error (printed), 2 on a bad command line.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -23,6 +27,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "data/document_reader.h"
 #include "data/sentencepiece_model.h"
@@ -38,15 +44,45 @@ absl::Status WriteJson(const std::string& path, const varuna::json::Value& json)
                                      {varuna::json::Serialize(json, /*pretty=*/true) + "\n"});
 }
 
-// Writes the Hugging Face files of `model_file` into `out_dir`.
-absl::Status Convert(const std::string& model_file, const std::string& out_dir) {
-  absl::StatusOr<std::string> bytes = varuna::ReadFileToString(model_file);
+// Texts that spell the special pieces of either kind and SentencePiece's byte pieces: text in
+// the training data, never their ids.
+constexpr const char* kSpecialTexts[] = {
+    "HTML <s>struck</s> text",
+    "</s>",
+    "<s>",
+    "<unk>",
+    "<pad>",
+    "a <unk> b <pad> c",
+    "<|endoftext|>",
+    "end.<|endoftext|>Start",
+    " <|endoftext|> <|endoftext|>",
+    "literal <0x41> byte",
+    "<0x41>",
+    "<0x0A><0xE2><0x96><0x81>",
+    "x<0x41>y</s><s>",
+    // Where GPT-2's pre-tokenizer is subtle: contractions, whitespace runs, numbers, scripts.
+    "I'm sure they'll've said: DON'T  \t\n\n  stop'S",
+    "x  \r\n\r\n y\u00a0z \u3000w",
+    "12345 \u0661\u0662\u0663 \u2167 3.14",
+    "na\u00efve caf\u00e9 \u65e5\u672c\u8a9e \U0001F600\U0001F44D\U0001F3FD "
+    "\u05e9\u05dc\u05d5\u05dd",
+};
+
+// Writes the Hugging Face files of `tokenizer` into `out_dir`.
+absl::Status Convert(const data::Tokenizer& tokenizer, const std::string& out_dir) {
+  const std::vector<std::string> paths = tokenizer.files();
+  absl::StatusOr<std::string> bytes = varuna::ReadFileToString(paths.back());
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<data::SentencePieceModel> model =
-      data::ParseSentencePieceModel(*bytes, model_file);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<tools::HfTokenizerFiles> files =
-      tools::HuggingFaceTokenizer(*model, /*model_max_length=*/1024, model_file);
+  absl::StatusOr<tools::HfTokenizerFiles> files;
+  if (tokenizer.kind() == data::TokenizerKind::kGpt2Bpe) {
+    files =
+        tools::HuggingFaceGpt2Tokenizer(tokenizer, *bytes, /*model_max_length=*/1024, paths.back());
+  } else {
+    absl::StatusOr<data::SentencePieceModel> model =
+        data::ParseSentencePieceModel(*bytes, paths.back());
+    if (!model.ok()) return model.status();
+    files = tools::HuggingFaceTokenizer(*model, /*model_max_length=*/1024, paths.back());
+  }
   if (!files.ok()) return files.status();
   for (const auto& [name, json] :
        {std::make_pair("tokenizer.json", &files->tokenizer),
@@ -77,36 +113,41 @@ absl::StatusOr<std::string> Train(const std::string& corpus, const std::string& 
   return out_dir + "/sp.model";
 }
 
-absl::Status WriteReference(const std::string& corpus, const std::string& model_file,
-                            const std::string& out_dir) {
-  absl::StatusOr<std::unique_ptr<data::Tokenizer>> tokenizer = data::LoadTokenizer(model_file);
-  if (!tokenizer.ok()) return tokenizer.status();
-  absl::StatusOr<std::unique_ptr<data::DocumentReader>> reader =
-      data::DocumentReader::Open(corpus, "text");
-  if (!reader.ok()) return reader.status();
-  std::string lines, text;
+absl::Status WriteReference(const std::vector<std::string>& corpora,
+                            const data::Tokenizer& tokenizer, const std::string& out_dir) {
+  std::string lines;
   int64_t documents = 0, tokens = 0;
-  while (true) {
-    absl::StatusOr<bool> more = (*reader)->Next(&text);
-    if (!more.ok()) return more.status();
-    if (!*more) break;
-    const std::vector<int> ids = (*tokenizer)->Encode(text);
+  auto add = [&](const std::string& text) {
+    const std::vector<int> ids = tokenizer.Encode(text);
     varuna::json::Value line = varuna::json::Value::object();
     line["text"] = text;
     line["ids"] = ids;
-    line["decoded"] = (*tokenizer)->Decode(ids);
+    line["decoded"] = tokenizer.Decode(ids);
     lines += varuna::json::Serialize(line) + "\n";
     ++documents;
     tokens += static_cast<int64_t>(ids.size());
+  };
+  for (const std::string& corpus : corpora) {
+    absl::StatusOr<std::unique_ptr<data::DocumentReader>> reader =
+        data::DocumentReader::Open(corpus, "text");
+    if (!reader.ok()) return reader.status();
+    std::string text;
+    while (true) {
+      absl::StatusOr<bool> more = (*reader)->Next(&text);
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      add(text);
+    }
   }
+  for (const char* text : kSpecialTexts) add(text);
   if (absl::Status s = varuna::WriteFileAtomically(out_dir + "/expected.jsonl",
                                                    out_dir + "/expected.jsonl.tmp-", {lines});
       !s.ok()) {
     return s;
   }
   std::printf("hf_tokenizer_reference: %lld documents, %lld tokens of %s -> %s/expected.jsonl\n",
-              static_cast<long long>(documents), static_cast<long long>(tokens), model_file.c_str(),
-              out_dir.c_str());
+              static_cast<long long>(documents), static_cast<long long>(tokens),
+              absl::StrJoin(tokenizer.files(), ", ").c_str(), out_dir.c_str());
   return absl::OkStatus();
 }
 
@@ -116,27 +157,33 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   int vocab_size = 0;
   const bool existing = args.size() == 4 && args[2] == "--model";
-  if (args.size() != 4 || (!existing && !absl::SimpleAtoi(args[3], &vocab_size))) {
-    std::fprintf(
-        stderr,
-        "usage: hf_tokenizer_reference CORPUS.jsonl OUT_DIR ((bpe|unigram)[-nfkc] VOCAB_SIZE | "
-        "--model MODEL)\n");
+  const bool gpt2 = args.size() == 5 && args[2] == "--gpt2";
+  if (!gpt2 && (args.size() != 4 || (!existing && !absl::SimpleAtoi(args[3], &vocab_size)))) {
+    std::fprintf(stderr,
+                 "usage: hf_tokenizer_reference CORPUS.jsonl[,MORE.jsonl] OUT_DIR "
+                 "((bpe|unigram)[-nfkc] VOCAB_SIZE | --model MODEL | --gpt2 VOCAB MERGES)\n");
     return 2;
   }
-  std::string model_file = args[3];
-  if (!existing) {
-    absl::StatusOr<std::string> trained = Train(args[0], args[1], args[2], vocab_size);
-    if (!trained.ok()) {
-      std::fprintf(stderr, "hf_tokenizer_reference: %s\n", trained.status().ToString().c_str());
-      return 1;
-    }
-    model_file = *trained;
-  }
-  absl::Status s = Convert(model_file, args[1]);
-  if (s.ok()) s = WriteReference(args[0], model_file, args[1]);
-  if (!s.ok()) {
-    std::fprintf(stderr, "hf_tokenizer_reference: %s\n", s.ToString().c_str());
+  const std::vector<std::string> corpora = absl::StrSplit(args[0], ',');
+  auto fail = [](const absl::Status& status) {
+    std::fprintf(stderr, "hf_tokenizer_reference: %s\n", status.ToString().c_str());
     return 1;
+  };
+  data::TokenizerSpec spec;
+  if (gpt2) {
+    spec.vocab_file = args[3];
+    spec.merge_file = args[4];
+  } else if (existing) {
+    spec.model_file = args[3];
+  } else {
+    absl::StatusOr<std::string> trained = Train(corpora[0], args[1], args[2], vocab_size);
+    if (!trained.ok()) return fail(trained.status());
+    spec.model_file = *trained;
   }
+  absl::StatusOr<std::unique_ptr<data::Tokenizer>> tokenizer = data::LoadTokenizer(spec);
+  if (!tokenizer.ok()) return fail(tokenizer.status());
+  absl::Status s = Convert(**tokenizer, args[1]);
+  if (s.ok()) s = WriteReference(corpora, **tokenizer, args[1]);
+  if (!s.ok()) return fail(s);
   return 0;
 }

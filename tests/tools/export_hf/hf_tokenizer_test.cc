@@ -1,5 +1,6 @@
 #include "tools/export_hf/hf_tokenizer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -129,16 +130,25 @@ TEST(HfTokenizerTest, HandMadeUnigramWithNormalizerSettings) {
   EXPECT_EQ(Text(json["decoder"]), Text(ParseJson(R"({"type": "Sequence", "decoders": [
       {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
       {"type": "Fuse"}]})")));
+  // The special pieces score below any spelling of their text in normal pieces ((longest
+  // special piece, 5 characters, + 1) x (lowest normal score - 10)), so that text never
+  // matches them, as in SentencePiece.
   EXPECT_EQ(Text(json["model"]), Text(ParseJson(R"({"type": "Unigram", "unk_id": 0, "vocab": [
-      ["<unk>", 0.0], ["</s>", 0.0], ["<sep>", 0.0], ["\u2581a", -1.5], ["a", -2.25],
+      ["<unk>", -78.0], ["</s>", -78.0], ["<sep>", 0.0], ["\u2581a", -1.5], ["a", -2.25],
       ["b", -3.0]], "byte_fallback": false})")));
+  // Only the user-defined piece is an added token: `tokenizers` would match the special ones in
+  // the text.
   EXPECT_EQ(Text(json["added_tokens"]), Text(ParseJson(R"([
-      {"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false,
-       "normalized": false, "special": true},
-      {"id": 1, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
-       "normalized": false, "special": true},
       {"id": 2, "content": "<sep>", "single_word": false, "lstrip": false, "rstrip": false,
        "normalized": false, "special": false}])")));
+  EXPECT_EQ(files->tokenizer_config["split_special_tokens"], true);
+  EXPECT_EQ(Text(files->tokenizer_config["added_tokens_decoder"]), Text(ParseJson(R"({
+      "0": {"content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false,
+            "normalized": false, "special": true},
+      "1": {"content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+            "normalized": false, "special": true},
+      "2": {"content": "<sep>", "single_word": false, "lstrip": false, "rstrip": false,
+            "normalized": false, "special": false}})")));
   // No pad piece: pad is eos.
   EXPECT_EQ(files->pad_id, 1);
   EXPECT_EQ(Text(files->special_tokens_map), Text(ParseJson(R"({"bos_token": "</s>",
@@ -241,13 +251,17 @@ TEST_P(TrainedTokenizerTest, ConvertsWithTheModelsOwnSettings) {
       {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
       {"type": "ByteFallback"}, {"type": "Fuse"},
       {"type": "Strip", "content": " ", "start": 1, "stop": 0}]})")));
-  ASSERT_EQ(json["added_tokens"].size(), 4u);
+  // The special pieces are no added tokens (`tokenizers` would match them in the text), but
+  // transformers learns them from tokenizer_config.json.
+  EXPECT_EQ(json["added_tokens"].size(), 0u);
+  const Value& decoder = files->tokenizer_config["added_tokens_decoder"];
+  ASSERT_EQ(decoder.size(), 4u);
   const char* specials[] = {"<unk>", "<s>", "</s>", "<pad>"};
   for (int id = 0; id < 4; ++id) {
-    EXPECT_EQ(json["added_tokens"][id]["id"], id);
-    EXPECT_EQ(json["added_tokens"][id]["content"], specials[id]);
-    EXPECT_EQ(json["added_tokens"][id]["special"], true);
-    EXPECT_EQ(json["added_tokens"][id]["normalized"], false);
+    const Value& token = decoder[std::to_string(id)];
+    EXPECT_EQ(token["content"], specials[id]);
+    EXPECT_EQ(token["special"], true);
+    EXPECT_EQ(token["normalized"], false);
   }
   const Value& m = json["model"];
   EXPECT_EQ(m["byte_fallback"], true);
@@ -281,16 +295,28 @@ TEST_P(TrainedTokenizerTest, ConvertsWithTheModelsOwnSettings) {
     EXPECT_EQ(m["type"], "Unigram");
     EXPECT_EQ(m["unk_id"], 0);
     ASSERT_EQ(m["vocab"].size(), static_cast<size_t>(kVocab));
+    float lowest = 0;
+    for (const data::SentencePiece& piece : model.pieces) {
+      if (piece.type == PieceType::kNormal) lowest = std::min(lowest, piece.score);
+    }
     for (int id = 0; id < kVocab; ++id) {
       EXPECT_EQ(m["vocab"][id][0], model.pieces[id].piece);
-      EXPECT_FLOAT_EQ(m["vocab"][id][1].get<float>(), model.pieces[id].score);
+      const PieceType type = model.pieces[id].type;
+      if (type == PieceType::kNormal || type == PieceType::kUserDefined) {
+        EXPECT_FLOAT_EQ(m["vocab"][id][1].get<float>(), model.pieces[id].score);
+      } else {  // control, unknown and byte pieces ("<0x41>": 6 characters) are never matched
+        EXPECT_FLOAT_EQ(m["vocab"][id][1].get<float>(), (lowest - 10) * 7) << id;
+      }
     }
   }
-  EXPECT_EQ(Text(files->tokenizer_config), Text(ParseJson(R"({
+  const std::string expected_config = std::string(R"({
       "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1024,
       "bos_token": "</s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
       "add_bos_token": false, "add_eos_token": false,
-      "clean_up_tokenization_spaces": false})")));
+      "clean_up_tokenization_spaces": false, "split_special_tokens": true,
+      "added_tokens_decoder": )") + Text(decoder) +
+                                      "}";
+  EXPECT_EQ(Text(files->tokenizer_config), Text(ParseJson(expected_config.c_str())));
   EXPECT_EQ(files->bos_id, 2);
   EXPECT_EQ(files->eos_id, 2);
   EXPECT_EQ(files->pad_id, 3);
