@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """GPT-2 BPE encoding speed of tiktoken and Hugging Face's `tokenizers`, one thread each.
 
-    gpt2_bpe_speed.py GPT2_DIR CORPUS_JSONL REPEATS
+    gpt2_bpe_speed.py GPT2_DIR TEXTS REPEATS
 
 The Python side of //tests/data:preprocess_benchmark, which runs it as a subprocess and prints
 its rows in its table. GPT2_DIR holds gpt2-vocab.json, gpt2-merges.txt and gpt2.tiktoken
-(./setup.sh's .deps/gpt2); CORPUS_JSONL is JSON lines whose "text" fields are the documents.
+(./setup.sh's .deps/gpt2); TEXTS holds the documents' texts as preprocess_benchmark read them,
+each as its length in bytes (decimal), a newline and its UTF-8 bytes.
 Each encoder is built the way gpt2_bpe_check.py builds it (the parity test's references, so
 they give the C++ tokenizer's ids), afresh for every repeat so no cache is warm, and only the
 encoding is timed, after the texts are read:
@@ -21,7 +22,6 @@ Exits 2 on a bad command line, 1 if an encoder gives a different number of token
 repeats. Needs no network.
 """
 import base64
-import json
 import os
 import statistics
 import sys
@@ -83,13 +83,25 @@ def hf_single_run(folder, texts):
     return time.perf_counter() - start[0], time.process_time() - start[1], tokens
 
 
+def read_texts(path):
+    """The texts of TEXTS: "<bytes>\\n<text>" after one another."""
+    with open(path, "rb") as f:
+        data = f.read()
+    texts, at = [], 0
+    while at < len(data):
+        newline = data.index(b"\n", at)
+        size = int(data[at:newline])
+        texts.append(data[newline + 1:newline + 1 + size].decode("utf-8"))
+        at = newline + 1 + size
+    return texts
+
+
 def main(argv):
     if len(argv) != 4 or not argv[3].isdigit() or int(argv[3]) < 1:
         print(__doc__, file=sys.stderr)
         return 2
-    folder, corpus, repeats = argv[1], argv[2], int(argv[3])
-    with open(corpus, encoding="utf-8") as f:
-        texts = [json.loads(line)["text"] for line in f if line.strip()]
+    folder, texts_file, repeats = argv[1], argv[2], int(argv[3])
+    texts = read_texts(texts_file)
     text_bytes = sum(len(text.encode("utf-8")) for text in texts)
     print(f"versions\ttiktoken {tiktoken_encoder(folder)[1]}\t"
           f"tokenizers {hugging_face_tokenizer(folder)[1]}", flush=True)
