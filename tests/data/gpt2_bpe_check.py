@@ -15,16 +15,12 @@ Also requires "Hello world" -> [15496, 995] from all three (the reference must c
 Prints the first differing documents with the three id lists and exits 1 if any document
 fails, 0 if all pass, 2 on a bad command line. Needs no network.
 """
-import base64
 import json
 import os
 import sys
 
-# GPT-2's pre-tokenization pattern as tiktoken writes it for r50k_base and gpt2
-# (tiktoken_ext/openai_public.py): equivalent to the original
-#   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
-EOD = "<|endoftext|>"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt2_references  # noqa: E402  (beside this file)
 HELLO_WORLD = ("Hello world", [15496, 995])
 MAX_REPORTED = 5  # documents printed in full detail
 MAX_IDS_SHOWN = 40
@@ -32,12 +28,8 @@ MAX_IDS_SHOWN = 40
 
 def hugging_face(folder):
     import tokenizers
-    from tokenizers import decoders, models, pre_tokenizers
 
-    tok = tokenizers.Tokenizer(models.BPE.from_file(os.path.join(folder, "gpt2-vocab.json"),
-                                                    os.path.join(folder, "gpt2-merges.txt")))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
+    tok = gpt2_references.hf_byte_level_bpe(folder)
     print(f"tokenizers {tokenizers.__version__}: {tok.get_vocab_size()} entries")
     return (lambda text: tok.encode(text, add_special_tokens=False).ids,
             lambda ids: tok.decode(ids, skip_special_tokens=False))
@@ -46,13 +38,7 @@ def hugging_face(folder):
 def tiktoken_gpt2(folder):
     import tiktoken
 
-    ranks = {}
-    with open(os.path.join(folder, "gpt2.tiktoken"), "rb") as f:
-        for line in f:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    enc = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
-                            special_tokens={EOD: 50256})
+    enc = gpt2_references.tiktoken_encoding(folder)
     print(f"tiktoken {tiktoken.__version__}: {enc.n_vocab} entries")
     # decode_bytes: a wrong split of a multi-byte character must not hide behind U+FFFD.
     return enc.encode_ordinary, lambda ids: enc.decode_bytes(ids).decode("utf-8", "replace")

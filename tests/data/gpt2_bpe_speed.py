@@ -21,7 +21,6 @@ Prints one tab-separated line per encoder on stdout,
 Exits 2 on a bad command line, 1 if an encoder gives a different number of tokens in two
 repeats. Needs no network.
 """
-import base64
 import os
 import statistics
 import sys
@@ -31,35 +30,22 @@ import time
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
-# GPT-2's pattern as tiktoken writes it for r50k_base (as gpt2_bpe_check.py).
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
-EOD = "<|endoftext|>"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt2_references  # noqa: E402  (beside this file)
 
 
 def tiktoken_encoder(folder):
     """A fresh tiktoken Encoding's encode_ordinary, and the package's version."""
     import tiktoken
 
-    ranks = {}
-    with open(os.path.join(folder, "gpt2.tiktoken"), "rb") as f:
-        for line in f:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    enc = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
-                            special_tokens={EOD: 50256})
-    return enc.encode_ordinary, tiktoken.__version__
+    return gpt2_references.tiktoken_encoding(folder).encode_ordinary, tiktoken.__version__
 
 
 def hugging_face_tokenizer(folder):
     """A fresh `tokenizers` byte-level BPE of the vocab and merges, and the package's version."""
     import tokenizers
-    from tokenizers import decoders, models, pre_tokenizers
 
-    tok = tokenizers.Tokenizer(models.BPE.from_file(os.path.join(folder, "gpt2-vocab.json"),
-                                                    os.path.join(folder, "gpt2-merges.txt")))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    return tok, tokenizers.__version__
+    return gpt2_references.hf_byte_level_bpe(folder), tokenizers.__version__
 
 
 def tiktoken_run(folder, texts):
