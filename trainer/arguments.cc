@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "data/tokenizer_status.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/megatron_flags.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/pipeline/schedule.h"
 
@@ -62,6 +63,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("lr-decay-iters", &a.lr_decay_iters, "steps of warmup plus decay (0: --train-iters)");
   p.SetMinimum("lr-decay-iters", 0);
   p.Add("warmup", &a.warmup, "fraction of --lr-decay-iters spent warming up");
+  p.AddAlias("lr-warmup-fraction", "warmup");  // Megatron's name
   p.SetMinimum("warmup", 0);
   p.SetMaximum("warmup", 1);
   p.Add("weight-decay", &a.weight_decay, "decoupled weight decay (not biases or LayerNorm)");
@@ -132,6 +134,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("varuna", &a.varuna, "run under the Varuna engine (always on; accepted for scripts)");
   p.Add("stage_to_rank_map", &a.stage_to_rank_map, "Varuna stage map, e.g. \"0,2;1,3;\"");
   p.Add("chunk_size", &a.chunk_size, "micro-batch size (0: --batch-size)");
+  p.AddAlias("micro-batch-size", "chunk_size");  // Megatron's name
   p.SetMinimum("chunk_size", 0);
   p.Add("stage-segments", &a.stage_segments_text,
         "layers per pipeline stage in stage order, e.g. 1,1,2 (empty: an even split; the "
@@ -374,6 +377,7 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   TrainerArguments a;
   FlagParser parser;
   Register(parser, a);
+  RefuseUnsupportedMegatronFlags(parser);
   if (absl::Status status = parser.Parse(args); !status.ok()) return status;
   if (parser.help_requested()) {
     a.help_requested = true;

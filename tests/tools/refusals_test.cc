@@ -6,7 +6,7 @@
 // and that the refused run created or changed nothing on disk (no model, no .bin/.idx, no
 // export folder, no temporary file).
 //
-// pretrain_gpt2 has two rows only: its own table is PretrainGpt2Test.BadInputsNameTheProblem.
+// pretrain_gpt2 has three rows only: its own table is PretrainGpt2Test.BadInputsNameTheProblem.
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -229,6 +229,11 @@ const std::vector<Row>& Rows() {
        {"--num-layers=two", "--save=ckpts"},
        2,
        {"--num-layers=two is not an integer"}},
+      {"trainer/pretrain_gpt2",
+       {"--tensor-model-parallel-size=2", "--save=ckpts"},
+       2,
+       {"Megatron's --tensor-model-parallel-size is not supported here",
+        "//varuna:launch --nstages=P"}},
 
       // ---- export_hf CKPT OUT
       {"tools/export_hf/export_hf",

@@ -272,10 +272,25 @@ std::string FlagParser::Suggest(const std::string& key) const {
   return best.empty() ? "" : absl::StrCat(" (did you mean --", best, "?)");
 }
 
+void FlagParser::Refuse(const std::string& name, const std::string& message) {
+  const std::string key = Key(name);
+  if (index_.count(key) > 0) {
+    std::fprintf(stderr, "FlagParser: --%s is registered and refused at once\n", name.c_str());
+    std::abort();
+  }
+  refused_[key] = message;
+}
+
 absl::Status FlagParser::ParseFlag(const std::vector<std::string>& args, size_t* i) {
   const std::string& arg = args[*i];
   const std::string name = NameOf(arg);
   const std::string key = Key(name);
+  for (const std::string& refused :
+       {key, absl::StartsWith(key, "no-") ? key.substr(3) : std::string()}) {
+    if (const auto r = refused_.find(refused); r != refused_.end()) {
+      return absl::InvalidArgumentError(r->second);
+    }
+  }
   auto it = index_.find(key);
   bool negated = false;  // --no-<boolean flag>
   if (it == index_.end() && absl::StartsWith(key, "no-")) {

@@ -60,6 +60,12 @@ class FlagParser {
   // --gpus_per_node).
   void AddAlias(const std::string& alias, const std::string& name);
 
+  // A flag this program knows of but does not take (another program's, e.g. Megatron-LM's
+  // --tensor-model-parallel-size): giving it, in any form (`--name`, `--name=v`, `--no-name`),
+  // fails Parse with InvalidArgument(`message`), which should say why and what to use instead.
+  // `name` must not be registered (aborts otherwise).
+  void Refuse(const std::string& name, const std::string& message);
+
   // Whether a bound accepts the value on it: kInclusive (>= minimum, <= maximum) or kExclusive
   // (> minimum, < maximum: --adam-eps > 0, --adam-beta1 < 1).
   enum class Bound { kInclusive, kExclusive };
@@ -150,7 +156,8 @@ class FlagParser {
 
   std::string what_;  // "" or "<program> "
   std::vector<Flag> flags_;
-  std::map<std::string, size_t> index_;  // Key(name or alias) -> position in flags_
+  std::map<std::string, size_t> index_;         // Key(name or alias) -> position in flags_
+  std::map<std::string, std::string> refused_;  // Key(name) -> its message (Refuse)
   std::set<std::string> set_;
   // Keys of the boolean flags set to true, and of those negated, in this call of Parse (or
   // ParseUntilCommand): both is a contradiction.

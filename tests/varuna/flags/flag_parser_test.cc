@@ -8,6 +8,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Values {
   int64_t layers = 2;
@@ -361,6 +362,28 @@ TEST(FlagParserDeathTest, AmbiguousOrWrongRegistrationsAbort) {
   EXPECT_EQ(cache, 3);
   ASSERT_TRUE(p.Parse({"--no-no-color"}).ok());
   EXPECT_FALSE(flag);
+}
+
+// A flag the program knows of but does not take is refused in every form with its own message,
+// and is no typo target.
+TEST(FlagParserTest, RefusedFlagsSayWhy) {
+  int layers = 2;
+  FlagParser p;
+  p.Add("num-layers", &layers, "layers");
+  p.Refuse("tensor-model-parallel-size", "Megatron's --tensor-model-parallel-size: use stages");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--tensor-model-parallel-size=2"},
+        {"--tensor_model_parallel_size", "2"},
+        {"--no-tensor-model-parallel-size"}}) {
+    const absl::Status status = p.Parse(args);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << args[0];
+    EXPECT_EQ(std::string(status.message()), "Megatron's --tensor-model-parallel-size: use stages");
+  }
+  EXPECT_THAT(
+      std::string(p.Parse({"--tensor-model-paralel-size=2"}).message()),
+      AllOf(HasSubstr("unknown flag --tensor-model-paralel-size"), Not(HasSubstr("did you mean"))));
+  EXPECT_TRUE(p.Parse({"--num-layers=3"}).ok());
+  EXPECT_EQ(layers, 3);
 }
 
 }  // namespace
