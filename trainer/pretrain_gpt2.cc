@@ -80,8 +80,9 @@ absl::Status EvaluateAndReport(varuna::Varuna& engine, const GptData& data, data
 void ReportStepEvents(const varuna::StepResult& result, const TrainingState& state,
                       const TrainerArguments& a, RunReport& report) {
   if (result.completed_checkpoint >= 0) {
-    report.Info(absl::StrFormat("checkpoint at iteration %d is complete in %s",
-                                result.completed_checkpoint, a.save));
+    report.Info(absl::StrFormat(
+        "successfully saved checkpoint at iteration %d to %s (moved there in the background)",
+        result.completed_checkpoint, a.save));
   }
   if (result.overflow) {
     report.Info(absl::StrFormat("iteration %d skipped: inf/NaN in the gradients (loss scale %g)",

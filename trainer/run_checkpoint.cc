@@ -92,6 +92,7 @@ absl::Status SaveCheckpoint(varuna::Varuna& engine, const TrainerArguments& a,
   options.staging_dir = a.checkpoint_tmpdir.empty() ? "" : ResolveUserPath(a.checkpoint_tmpdir);
   options.shard = a.shard;
   options.keep_last = static_cast<int>(a.keep_last);
+  log.Info(absl::StrFormat("saving checkpoint at iteration %d to %s", state.iteration, a.save));
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status status = engine.checkpoint(options, state.iteration, trainer); !status.ok()) {
     return status;
@@ -99,7 +100,7 @@ absl::Status SaveCheckpoint(varuna::Varuna& engine, const TrainerArguments& a,
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log.Info(options.staging_dir.empty()
-               ? absl::StrFormat("saved checkpoint at iteration %d to %s in %.2f s",
+               ? absl::StrFormat("successfully saved checkpoint at iteration %d to %s in %.2f s",
                                  state.iteration, a.save, seconds)
                : absl::StrFormat("staged checkpoint at iteration %d in %s in %.2f s; moving it to "
                                  "%s in the background",

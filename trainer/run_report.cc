@@ -14,7 +14,9 @@ RunReport::RunReport(std::unique_ptr<TrainingLog> log, std::unique_ptr<TensorBoa
 
 void RunReport::Start(int64_t iteration, bool resumed) {
   if (tensorboard_ == nullptr) return;
-  if (resumed) tensorboard_->SkipThrough(iteration);
+  // A write error stays with the event file's writer, which returns it from the next Step,
+  // Interval or Evaluation; the run stops there.
+  tensorboard_->Start(iteration, resumed).IgnoreError();
   log_->Info(absl::StrCat("> tensorboard: ", tensorboard_->path()));
   if (tensorboard_->options().log_memory && !device_memory_) {
     log_->Info("> tensorboard: no memory scalars on the CPU (--log-memory-to-tensorboard)");

@@ -36,7 +36,9 @@ class RunReport {
             std::function<std::optional<DeviceMemory>()> device_memory);
 
   // Training starts at `iteration`, resumed from a checkpoint when `resumed`: TensorBoard then
-  // writes no step at or before it (an earlier run did). Logs where the events go.
+  // writes no step at or before it (an earlier run did), and marks the restart so that
+  // TensorBoard hides the later steps of earlier runs (TensorBoardLog::Start). Logs where the
+  // events go.
   void Start(int64_t iteration, bool resumed);
 
   // One step, `step` holding that step alone (its loss NaN when it was skipped).

@@ -2,6 +2,8 @@
 
 #include <ATen/DeviceAccelerator.h>
 
+#include <cmath>
+#include <ctime>
 #include <limits>
 
 #include "models/gpt2/flops.h"
@@ -14,6 +16,7 @@ IterationCost CostOf(const gpt2::Gpt2Config& config, int64_t batch_size,
                      double peak_tflops) {
   IterationCost cost;
   cost.global_batch = batch_size * engine.stage_map.num_replicas();
+  cost.world_size = engine.stage_map.world_size();
   cost.flops = gpt2::TrainingFlopsPerIteration(config, cost.global_batch);
   cost.tokens = static_cast<double>(cost.global_batch) * static_cast<double>(config.seq_length);
   const std::optional<double> peak =
@@ -25,6 +28,7 @@ IterationCost CostOf(const gpt2::Gpt2Config& config, int64_t batch_size,
 void LogInterval::Add(const varuna::StepResult& result, double seconds) {
   seconds_ += seconds;
   ++steps_;
+  if (!std::isfinite(result.loss)) ++nan_iterations_;
   if (result.overflow) return;
   loss_sum_ += result.loss;
   ++losses_;
@@ -37,6 +41,7 @@ StepRecord LogInterval::Take(const TrainingState& state, int64_t train_iters,
   const Throughput throughput =
       MeasureThroughput(cost.flops, cost.tokens, seconds, cost.job_peak_tflops);
   StepRecord record;
+  record.time = std::time(nullptr);
   record.iteration = state.iteration;
   record.train_iters = train_iters;
   record.consumed_samples = state.consumed_samples;
@@ -47,6 +52,9 @@ StepRecord LogInterval::Take(const TrainingState& state, int64_t train_iters,
   record.loss_scale = engine.loss_scale();
   record.grad_norm = grad_norm_;
   record.skipped = state.skipped;
+  record.nan_iterations = nan_iterations_;
+  record.global_batch_size = cost.global_batch;
+  record.num_gpus = cost.world_size;
   record.tokens_per_sec = throughput.tokens_per_second;
   record.tflops = throughput.tflops;
   record.mfu = throughput.mfu;

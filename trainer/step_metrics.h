@@ -24,6 +24,7 @@ namespace trainer {
 // What one iteration costs, for the log's throughput and MFU.
 struct IterationCost {
   int64_t global_batch = 0;  // sequences, all replicas
+  int64_t world_size = 1;    // the job's processes, one device each (throughput per GPU)
   double flops = 0;          // Megatron's formula (models/gpt2/flops.h)
   double tokens = 0;
   // The peak of all the job's devices (--peak-tflops or the device table, times the world
@@ -40,12 +41,13 @@ IterationCost CostOf(const gpt2::Gpt2Config& config, int64_t batch_size,
 // The steps since the last log line.
 class LogInterval {
  public:
-  // A step of `seconds` (the step alone: evaluations and checkpoints are left out).
+  // A step of `seconds` (the step alone: evaluations and checkpoints are left out). A step whose
+  // loss is not finite counts as a NaN iteration, whether it was skipped or applied.
   void Add(const varuna::StepResult& result, double seconds);
 
   // The log line's record at `state` (of `train_iters`), with the engine's learning rate and
   // loss scale; starts a fresh interval. The loss is the mean of the applied steps (NaN when
-  // every step was skipped).
+  // every step was skipped); the global batch size and the GPUs (world size) are `cost`'s.
   StepRecord Take(const TrainingState& state, int64_t train_iters, varuna::Varuna& engine,
                   const IterationCost& cost);
 
@@ -55,6 +57,7 @@ class LogInterval {
   double grad_norm_ = 0;
   double seconds_ = 0;
   int64_t steps_ = 0;
+  int64_t nan_iterations_ = 0;
 };
 
 // The scalars of one step, for TensorBoard: its own loss (NaN when it was skipped), not the

@@ -20,6 +20,11 @@ absl::StatusOr<std::unique_ptr<TensorBoardLog>> TensorBoardLog::Open(
   return std::unique_ptr<TensorBoardLog>(new TensorBoardLog(options, *std::move(writer)));
 }
 
+absl::Status TensorBoardLog::Start(int64_t iteration, bool resumed) {
+  skip_through_ = resumed ? iteration : iteration - 1;
+  return writer_->AddSessionStart(skip_through_ + 1);
+}
+
 absl::Status TensorBoardLog::Add(const std::string& tag, int64_t iteration, double value,
                                  int64_t samples) {
   if (absl::Status s = writer_->AddScalar(tag, iteration, value); !s.ok()) return s;

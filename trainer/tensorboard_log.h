@@ -15,8 +15,12 @@
 // --log-validation-ppl-to-tensorboard also "lm loss validation ppl" / "lm loss test ppl".
 //
 // The events of each call are written before it returns, so a crash loses at most one
-// interval. A resumed run (SkipThrough) starts a new file in the same directory and writes
-// no step at or before the iteration it resumed from. Write errors are returned.
+// interval. Every run starts a new file in the directory; a resumed run (Start) writes no step
+// at or before the iteration it resumed from. Each file's first event after the file version
+// is TensorBoard's restart marker, a SessionLog START at the first step the run writes
+// (resumed from N: N + 1), so TensorBoard hides what earlier files hold at that step and after
+// (a crashed run's steps past its last checkpoint, which this run writes again); see
+// tensorboard/event_file_reader.h, MergedScalars, for the rule. Write errors are returned.
 //
 // Thread safety: none.
 #ifndef VARUNA_TRAINER_TENSORBOARD_LOG_H_
@@ -57,8 +61,12 @@ class TensorBoardLog {
   // A new event file in options.dir. Errors name --tensorboard-dir and the cause.
   static absl::StatusOr<std::unique_ptr<TensorBoardLog>> Open(const TensorBoardOptions& options);
 
-  // A resumed run: steps <= `iteration` are not written (a previous run wrote them).
-  void SkipThrough(int64_t iteration) { skip_through_ = iteration; }
+  // Training starts at `iteration`, resumed from a checkpoint at it when `resumed`: then steps
+  // <= `iteration` are not written (a previous run wrote them). Queues the SessionLog START at
+  // the first step this run writes (`iteration` + 1 when resumed, else `iteration`); it is
+  // written with the next call's events. Errors: the writer's; it keeps them and returns them
+  // from every later call too.
+  absl::Status Start(int64_t iteration, bool resumed);
 
   // Whether Step wants iteration `iteration` (every options.log_interval).
   bool WantsStep(int64_t iteration) const { return iteration % options_.log_interval == 0; }

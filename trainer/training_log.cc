@@ -1,8 +1,10 @@
 #include "trainer/training_log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -30,15 +32,35 @@ TrainingLog::~TrainingLog() {
   if (metrics_ != nullptr) std::fclose(metrics_);
 }
 
+namespace {
+
+// Megatron's timestamp: local time, "YYYY-MM-DD hh:mm:ss".
+std::string Timestamp(std::time_t time) {
+  std::tm local{};
+  localtime_r(&time, &local);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
+double PerGpu(const StepRecord& r) {
+  return r.tflops / static_cast<double>(std::max<int64_t>(r.num_gpus, 1));
+}
+
+}  // namespace
+
 std::string TrainingLog::FormatStep(const StepRecord& r) {
   const std::string mfu =
       r.mfu ? absl::StrFormat("%.1f%%", 100.0 * *r.mfu) : "n/a (unknown device peak)";
+  // Megatron's training_log fields, formats and order, then this project's.
   return absl::StrFormat(
-      " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | "
-      "learning rate: %.3E | lm loss: %.6E | loss scale: %.1f | grad norm: %.3f | "
-      "number of skipped iterations: %3d | tokens per second: %.0f | TFLOP/s: %.2f | MFU: %s",
-      r.iteration, r.train_iters, r.consumed_samples, r.ms_per_iteration, r.lr, r.loss,
-      r.loss_scale, r.grad_norm, r.skipped, r.tokens_per_sec, r.tflops, mfu);
+      " [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | "
+      "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch size: %5d | "
+      "lm loss: %.6E | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3d | "
+      "number of nan iterations: %3d | tokens per second: %.0f | MFU: %s |",
+      Timestamp(r.time), r.iteration, r.train_iters, r.consumed_samples, r.ms_per_iteration,
+      PerGpu(r), r.lr, r.global_batch_size, r.loss, r.loss_scale, r.grad_norm, r.skipped,
+      r.nan_iterations, r.tokens_per_sec, mfu);
 }
 
 std::string TrainingLog::StepJson(const StepRecord& r) {
@@ -51,15 +73,19 @@ std::string TrainingLog::StepJson(const StepRecord& r) {
   line["loss_scale"] = r.loss_scale;
   line["grad_norm"] = std::isfinite(r.grad_norm) ? Value(r.grad_norm) : Value(nullptr);
   line["skipped"] = r.skipped;
+  line["nan_iterations"] = r.nan_iterations;
+  line["global_batch_size"] = r.global_batch_size;
   line["tokens_per_sec"] = r.tokens_per_sec;
   line["tflops"] = r.tflops;
+  line["throughput_per_gpu_tflops"] = PerGpu(r);
   line["mfu"] = r.mfu ? Value(*r.mfu) : Value(nullptr);
   return varuna::json::Serialize(line);
 }
 
 std::string TrainingLog::FormatEval(const EvalRecord& r) {
-  return absl::StrFormat(" %s loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E",
-                         r.split, r.iteration, r.loss, std::exp(std::min(r.loss, 700.0)));
+  return absl::StrFormat(
+      " %s loss at iteration %d on %s set | lm loss value: %.6E | lm loss PPL: %.6E |", r.split,
+      r.iteration, r.split, r.loss, std::exp(std::min(r.loss, 700.0)));
 }
 
 std::string TrainingLog::EvalJson(const EvalRecord& r) {

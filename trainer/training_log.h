@@ -1,16 +1,23 @@
 // TrainingLog: the log lines of a run, Megatron's format on stdout and the same values as JSON
 // lines in --metrics-file.
 //
-// A step line:
-//  iteration      100/     300 | consumed samples:          800 | elapsed time per iteration
-//  (ms): 95.1 | learning rate: 1.480E-03 | lm loss: 5.012345E+00 | loss scale: 1.0 | grad norm:
-//  0.812 | number of skipped iterations:   0 | tokens per second: 10767 | TFLOP/s: 0.03 | MFU:
-//  n/a (unknown device peak)
-// and its JSON line (one object per line):
-//  {"iteration":100,"consumed_samples":800,"ms_per_iteration":95.1,"lr":0.00148,"lm_loss":5.01,
-//   "loss_scale":1.0,"grad_norm":0.812,"skipped":0,"tokens_per_sec":10767,"tflops":0.03,
-//   "mfu":null}
-// An evaluation adds {"iteration":100,"split":"validation","val_loss":4.9,"val_ppl":134.3}.
+// A step line (one line; Megatron's fields, names and number formats, in Megatron's order,
+// then this project's tokens per second and MFU), as the sample run printed it:
+//  [2026-11-26 23:21:25] iteration       10/      20 | consumed samples:          160 |
+//  elapsed time per iteration (ms): 1210.0 | throughput per GPU (TFLOP/s/GPU): 0.0 |
+//  learning rate: 1.100000E-03 | global batch size:    16 | lm loss: 7.670558E+00 |
+//  loss scale: 1.0 | grad norm: 0.955 | number of skipped iterations:   0 |
+//  number of nan iterations:   0 | tokens per second: 1693 | MFU: n/a (unknown device peak) |
+// and its JSON line (one object per line; digits shortened here):
+//  {"iteration":10,"consumed_samples":160,"ms_per_iteration":1209.97,"lr":0.0011,
+//   "lm_loss":7.67056,"loss_scale":1.0,"grad_norm":0.954909,"skipped":0,"nan_iterations":0,
+//   "global_batch_size":16,"tokens_per_sec":1692.60,"tflops":0.0146423,
+//   "throughput_per_gpu_tflops":0.0146423,"mfu":null}
+// An evaluation prints Megatron's line between dashed lines,
+//  validation loss at iteration 20 on validation set | lm loss value: 6.814353E+00 |
+//  lm loss PPL: 9.108269E+02 |
+// ("test loss ... on test set" for the test split), and writes
+//  {"iteration":20,"split":"validation","val_loss":6.81435,"val_ppl":910.827}.
 //
 // Thread safety: none.
 #ifndef VARUNA_TRAINER_TRAINING_LOG_H_
@@ -18,6 +25,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,7 +36,9 @@
 
 namespace trainer {
 
+// The numbers of a log line (the interval's, see LogInterval) or of one step (for TensorBoard).
 struct StepRecord {
+  std::time_t time = 0;  // When the line was made; printed in local time, as Megatron does.
   int64_t iteration = 0;
   int64_t train_iters = 0;
   int64_t consumed_samples = 0;
@@ -37,9 +47,16 @@ struct StepRecord {
   double loss = 0;  // Mean over the steps since the last line.
   double loss_scale = 1;
   double grad_norm = 0;
-  int64_t skipped = 0;  // Skipped steps since the start of the run.
+  // Skipped steps (inf/NaN gradients: no update) since the start of the run; Megatron's
+  // "number of skipped iterations". (Megatron counts those of the interval.)
+  int64_t skipped = 0;
+  // Steps of the interval whose loss was not finite (NaN or inf), skipped or applied; Megatron's
+  // "number of nan iterations", 0 in a healthy run.
+  int64_t nan_iterations = 0;
+  int64_t global_batch_size = 0;  // Sequences per iteration, all replicas.
+  int64_t num_gpus = 1;           // The job's processes (one device each): world size.
   double tokens_per_sec = 0;
-  double tflops = 0;
+  double tflops = 0;  // The job's model TFLOP/s; per GPU: tflops / num_gpus.
   std::optional<double> mfu;
 };
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -58,9 +59,27 @@ TEST_F(PretrainGpt2Test, LossFalls) {
   // --warmup=0.01 of 60 steps rounds down to no warmup: the first step runs at --lr.
   EXPECT_EQ(varuna::json::Find(step, "lr")->get<double>(), 3e-3);
   EXPECT_TRUE(varuna::json::Find(step, "mfu")->is_null());  // No known peak for the CPU.
-  EXPECT_THAT(r.exit.output, HasSubstr("lm loss:"));
-  EXPECT_THAT(r.exit.output, HasSubstr("tokens per second:"));
-  EXPECT_THAT(r.exit.output, HasSubstr("MFU: n/a"));
+  EXPECT_EQ(varuna::json::Find(step, "global_batch_size")->get<int64_t>(), 4);
+  // The printed line has Megatron's fields (tests/trainer/training_log_test.cc checks their
+  // formats), its timestamp first; one process: the throughput per GPU is the job's.
+  const std::regex megatron(
+      R"( \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +10/ +60 \| )"
+      R"(consumed samples: +40 \| elapsed time per iteration \(ms\): [0-9.]+ \| )"
+      R"(throughput per GPU \(TFLOP/s/GPU\): [0-9.]+ \| learning rate: [0-9.]+E[-+]\d\d \| )"
+      R"(global batch size: +4 \| lm loss: [0-9.]+E[-+]\d\d \| loss scale: 1\.0 \| )"
+      R"(grad norm: [0-9.]+ \| number of skipped iterations: +0 \| )"
+      R"(number of nan iterations: +0 \| tokens per second: \d+ \| )"
+      R"(MFU: n/a \(unknown device peak\) \|)");
+  std::istringstream lines(r.exit.output);
+  bool found = false;
+  for (std::string line; std::getline(lines, line);) {
+    found = found || std::regex_search(line, megatron);
+  }
+  EXPECT_TRUE(found) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("global batch size:"));
+  EXPECT_THAT(r.exit.output, HasSubstr("throughput per GPU (TFLOP/s/GPU):"));
+  EXPECT_THAT(r.exit.output, HasSubstr("number of nan iterations:"));
+  EXPECT_THAT(r.exit.output, HasSubstr("validation loss at iteration 30 on validation set | "));
 }
 
 // Mixed precision: fp16 weights with dynamic loss scaling, and bf16, learn as fp32 does.
@@ -291,7 +310,12 @@ TEST_F(PretrainGpt2Test, LaunchedPipelineMatchesOneProcess) {
 
 TEST_F(PretrainGpt2Test, RefusesACheckpointOfAnotherModel) {
   const std::string ckpt = dir_ + "/ckpt";
-  ASSERT_EQ(Run(Plus(TinyModel(), {"--train-iters=2", "--save=" + ckpt}), "a").exit.code, 0);
+  Result saved = Run(Plus(TinyModel(), {"--train-iters=2", "--save=" + ckpt}), "a");
+  ASSERT_EQ(saved.exit.code, 0) << Describe(saved);
+  // Megatron's words around a save, then our timing.
+  EXPECT_THAT(saved.exit.output, HasSubstr("saving checkpoint at iteration 2 to " + ckpt + "\n"));
+  EXPECT_THAT(saved.exit.output,
+              HasSubstr("successfully saved checkpoint at iteration 2 to " + ckpt + " in "));
   Result r = Run(Plus(TinyModel(), {"--train-iters=4", "--load=" + ckpt, "--hidden-size=64"}), "b");
   EXPECT_EQ(r.exit.code, 1);
   EXPECT_THAT(r.exit.output, HasSubstr("was written for another model: --hidden-size: "

@@ -1,5 +1,6 @@
 // TensorBoardLog: which Megatron tags each call writes, at which steps, with which values,
-// including what a CPU run cannot show (memory, MFU, a skipped step) and the resume rule.
+// including what a CPU run cannot show (memory, MFU, a skipped step), the resume rule and the
+// restart marker.
 #include "trainer/tensorboard_log.h"
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,10 +127,17 @@ TEST(TensorBoardLogTest, ThroughputAndEvaluations) {
   EXPECT_EQ(Written(*log), expected);
 }
 
+// The SessionLog START events of the log's file.
+std::vector<tensorboard::SessionStart> Starts(const TensorBoardLog& log) {
+  absl::StatusOr<tensorboard::EventFile> file = tensorboard::ReadEventFile(log.path());
+  EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? file->starts : std::vector<tensorboard::SessionStart>{};
+}
+
 TEST(TensorBoardLogTest, ResumedLogSkipsStepsUpToItsIteration) {
   std::unique_ptr<TensorBoardLog> log = Open("resumed", {});
   ASSERT_NE(log, nullptr);
-  log->SkipThrough(4);
+  ASSERT_TRUE(log->Start(4, /*resumed=*/true).ok());
   StepRecord r = AStep();
   ASSERT_TRUE(log->Step(r, std::nullopt).ok());
   ASSERT_TRUE(log->Throughput(r).ok());
@@ -137,6 +146,25 @@ TEST(TensorBoardLogTest, ResumedLogSkipsStepsUpToItsIteration) {
   r.iteration = 5;
   ASSERT_TRUE(log->Step(r, std::nullopt).ok());
   EXPECT_EQ(Written(*log).count("lm loss@5"), 1u);
+  // The restart marker, before every scalar, at the first step this run writes: TensorBoard
+  // hides the steps >= 5 of the files before this one.
+  const std::vector<tensorboard::SessionStart> starts = Starts(*log);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].step, 5);
+  EXPECT_EQ(starts[0].scalars_before, 0u);
+  EXPECT_GT(starts[0].wall_time, 1.7e9);
+}
+
+TEST(TensorBoardLogTest, FreshLogMarksItsStartAtItsFirstStep) {
+  std::unique_ptr<TensorBoardLog> log = Open("fresh", {});
+  ASSERT_NE(log, nullptr);
+  ASSERT_TRUE(log->Start(0, /*resumed=*/false).ok());
+  ASSERT_TRUE(log->Eval({0, "validation", 2.0}, 0).ok());  // the evaluation before training
+  EXPECT_EQ(Written(*log).count("lm loss validation@0"), 1u);
+  const std::vector<tensorboard::SessionStart> starts = Starts(*log);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].step, 0);
+  EXPECT_EQ(starts[0].scalars_before, 0u);
 }
 
 TEST(TensorBoardLogTest, WantsEveryIntervalthStep) {

@@ -1,13 +1,18 @@
 // pretrain_gpt2 --tensorboard-dir end to end: the event file of a run holds Megatron's tags
 // with the values of the metrics file, a resumed run adds a file with only the steps after
-// the one it resumed from, and a directory that cannot be written is refused at start-up.
+// the one it resumed from, led by TensorBoard's restart marker so that the steps a crashed
+// run wrote past its checkpoint are hidden, and a directory that cannot be written is refused
+// at start-up.
 // The files are read back with //trainer/tensorboard:event_file_reader (both CRCs checked).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -153,6 +158,63 @@ TEST_F(TensorBoardTest, ResumedRunWritesOnlyTheStepsAfterItsCheckpoint) {
   if (*steps[0].begin() != 1) std::swap(steps[0], steps[1]);
   EXPECT_THAT(steps[0], ElementsAre(1, 2, 3, 4));
   EXPECT_THAT(steps[1], ElementsAre(4, 6));  // after 3, every 2nd step
+}
+
+// Sleeps into the next second of the clock: event file names start with the second they
+// were created in, and TensorBoard reads a directory's files in name order.
+void WaitForTheNextSecond() {
+  const auto now = std::chrono::system_clock::now();
+  std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(now) +
+                                std::chrono::milliseconds(10));
+}
+
+TEST_F(TensorBoardTest, RunResumedAfterACrashReplacesItsLostStepsInTensorBoard) {
+  // A run killed at 16 after its checkpoint at 10 (the first run trains to 16; the second
+  // loads the checkpoint at 10, as after the kill), then resumed to 20. TensorBoard, which
+  // purges at the second run's restart marker, shows each step once, in order: 1..10 of the
+  // first run, 11..20 of the second.
+  const std::string tb = dir_ + "/tb";
+  const std::string ckpt = dir_ + "/ckpt";
+  const std::vector<std::string> common =
+      Plus(TinyModel(), {"--save=" + ckpt, "--save-interval=10", "--tensorboard-dir=" + tb});
+  Result first = Run(Plus(common, {"--train-iters=16"}), "first");
+  ASSERT_EQ(first.exit.code, 0) << Describe(first);
+  WaitForTheNextSecond();
+  Result second =
+      Run(Plus(common, {"--train-iters=20", "--load=" + ckpt, "--load-iteration=10"}), "second");
+  ASSERT_EQ(second.exit.code, 0) << Describe(second);
+  ASSERT_THAT(second.exit.output, HasSubstr("resumed from"));
+
+  // Each file's first event after the file version: the START at the first step its run
+  // writes.
+  std::vector<tensorboard::EventFile> files = ReadDir(tb);
+  ASSERT_EQ(files.size(), 2u);
+  for (const auto& [file, step] : {std::pair{&files[0], 0}, std::pair{&files[1], 11}}) {
+    ASSERT_EQ(file->starts.size(), 1u) << file->path;
+    EXPECT_EQ(file->starts[0].step, step) << file->path;
+    EXPECT_EQ(file->starts[0].scalars_before, 0u) << file->path;
+  }
+  EXPECT_THAT(Steps(ScalarsOf(files[0]), "lm loss"), ::testing::Contains(16));  // the lost steps
+
+  std::map<int64_t, float> expected;  // the runs' losses, from their metrics files
+  for (const Result* run : {&first, &second}) {
+    for (const varuna::json::Value& line : run->metrics) {
+      const int64_t i = line.at("iteration").get<int64_t>();
+      if (!line.contains("lm_loss") || (run == &first && i > 10)) continue;
+      expected[i] = static_cast<float>(Number(line, "lm_loss"));
+    }
+  }
+  ASSERT_EQ(expected.size(), 20u);
+  absl::StatusOr<std::vector<tensorboard::Scalar>> merged = tensorboard::MergedScalars(tb);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  std::vector<int64_t> steps;
+  for (const tensorboard::Scalar& s : *merged) {
+    if (s.tag != "lm loss") continue;
+    steps.push_back(s.step);
+    EXPECT_EQ(s.value, expected[s.step]) << s.step;
+  }
+  EXPECT_THAT(steps,
+              ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20));
 }
 
 TEST_F(TensorBoardTest, BadDirectoryAndFlagsAreRefused) {

@@ -46,6 +46,12 @@ void PutWallTime(std::string& out, double wall_time) {
   PutLittleEndian(out, wall_time);
 }
 
+void PutStep(std::string& out, int64_t step) {
+  if (step == 0) return;
+  PutKey(out, 2, kVarint);  // Event.step; negative steps take ten bytes, as in protobuf
+  PutVarint(out, static_cast<uint64_t>(step));
+}
+
 }  // namespace
 
 std::string EncodeFileVersionEvent(double wall_time, absl::string_view version,
@@ -70,11 +76,20 @@ std::string EncodeScalarEvent(double wall_time, int64_t step, absl::string_view 
   PutBytes(summary, 1, summary_value);  // Summary.value
   std::string event;
   PutWallTime(event, wall_time);
-  if (step != 0) {
-    PutKey(event, 2, kVarint);  // Event.step; negative steps take ten bytes, as in protobuf
-    PutVarint(event, static_cast<uint64_t>(step));
-  }
+  PutStep(event, step);
   PutBytes(event, 5, summary);  // Event.summary
+  return event;
+}
+
+std::string EncodeSessionStartEvent(double wall_time, int64_t step) {
+  constexpr int kStart = 1;  // SessionLog.SessionStatus.START
+  std::string session_log;
+  PutKey(session_log, 1, kVarint);  // SessionLog.status
+  PutVarint(session_log, kStart);
+  std::string event;
+  PutWallTime(event, wall_time);
+  PutStep(event, step);
+  PutBytes(event, 6, session_log);  // Event.session_log (a oneof member: always written)
   return event;
 }
 

@@ -30,6 +30,11 @@ absl::StatusOr<EventFile> ReadEventFile(const std::string& path) {
       file.writer = event.source_metadata().writer();
       continue;
     }
+    if (event.has_session_log() &&
+        event.session_log().status() == ::tensorboard::SessionLog::START) {
+      file.starts.push_back({event.step(), event.wall_time(), file.scalars.size()});
+      continue;
+    }
     if (!event.has_summary()) continue;
     for (const ::tensorboard::Summary::Value& value : event.summary().value()) {
       if (!value.has_simple_value()) continue;
@@ -53,6 +58,32 @@ absl::StatusOr<std::vector<std::string>> ListEventFiles(const std::string& dir) 
   }
   std::sort(paths.begin(), paths.end());
   return paths;
+}
+
+absl::StatusOr<std::vector<Scalar>> MergedScalars(const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> paths = ListEventFiles(dir);
+  if (!paths.ok()) return paths.status();
+  std::vector<Scalar> shown;
+  bool started = false;
+  for (const std::string& path : *paths) {
+    absl::StatusOr<EventFile> file = ReadEventFile(path);
+    if (!file.ok()) return file.status();
+    size_t next = 0;
+    for (const SessionStart& start : file->starts) {
+      shown.insert(shown.end(), file->scalars.begin() + next,
+                   file->scalars.begin() + start.scalars_before);
+      next = start.scalars_before;
+      if (!started) {  // the run's first START: no restart
+        started = true;
+        continue;
+      }
+      shown.erase(std::remove_if(shown.begin(), shown.end(),
+                                 [&](const Scalar& s) { return s.step >= start.step; }),
+                  shown.end());
+    }
+    shown.insert(shown.end(), file->scalars.begin() + next, file->scalars.end());
+  }
+  return shown;
 }
 
 }  // namespace trainer::tensorboard

@@ -66,9 +66,17 @@ EventFileWriter::~EventFileWriter() {
 }
 
 absl::Status EventFileWriter::AddScalar(absl::string_view tag, int64_t step, double value) {
+  return Add(EncodeScalarEvent(WallTime(), step, tag, static_cast<float>(value)));
+}
+
+absl::Status EventFileWriter::AddSessionStart(int64_t step) {
+  return Add(EncodeSessionStartEvent(WallTime(), step));
+}
+
+absl::Status EventFileWriter::Add(const std::string& event) {
   if (!error_.ok()) return error_;
   if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
-  queued_ += FrameRecord(EncodeScalarEvent(WallTime(), step, tag, static_cast<float>(value)));
+  queued_ += FrameRecord(event);
   if (++queued_events_ >= queue_size_) return Flush();
   return absl::OkStatus();
 }

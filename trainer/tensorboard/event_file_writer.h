@@ -1,8 +1,9 @@
 // EventFileWriter: a TensorBoard event file of scalars, the file TensorBoard's SummaryWriter
 // writes. It is named events.out.tfevents.<unix seconds>.<hostname>.<pid>.<n> (n: 0, or the
 // next free number) and holds TFRecord-framed (tf_record.h) tensorboard.Event protos
-// (event.proto): first {file_version: "brain.Event:2"}, then one event per scalar, with
-// Summary.Value{tag, simple_value}, which TensorBoard shows in its scalars dashboard.
+// (event.proto): first {file_version: "brain.Event:2"}, then, when asked (AddSessionStart),
+// a SessionLog START, then one event per scalar, with Summary.Value{tag, simple_value}, which
+// TensorBoard shows in its scalars dashboard.
 //
 // Scalars are queued in memory and written (write(2), no fsync) when the queue holds
 // `queue_size` events and on Flush(); a crash loses at most what was queued. Every write
@@ -45,6 +46,10 @@ class EventFileWriter {
   // queue when it is full. Errors: the write's, or FailedPrecondition after an earlier error
   // or Close().
   absl::Status AddScalar(absl::string_view tag, int64_t step, double value);
+  // Queues SessionLog{status: START} at `step`, stamped with the current wall time: when it
+  // is not the first START of the directory, TensorBoard (purge_orphaned_data, its default)
+  // hides the events at steps >= `step` of the files before this one. Errors as AddScalar's.
+  absl::Status AddSessionStart(int64_t step);
   // Writes the queued events to the file.
   absl::Status Flush();
   // Flushes and closes the file.
@@ -55,6 +60,9 @@ class EventFileWriter {
  private:
   EventFileWriter(varuna::PosixFile file, int64_t queue_size)
       : file_(std::move(file)), path_(file_.path()), queue_size_(queue_size) {}
+
+  // Queues an encoded event; writes the queue when it is full.
+  absl::Status Add(const std::string& event);
 
   varuna::PosixFile file_;
   std::string path_;

@@ -1,12 +1,16 @@
 // The TensorBoard event files: TFRecord framing against bytes written by TensorBoard's own
 // Python RecordWriter, Event protos against its event_pb2, and scalars written and read back
-// with both checksums checked; the queue, corruption, and write errors.
+// with both checksums checked; the queue, corruption, and write errors; and TensorBoard's
+// purge of a crashed run's steps at a restart marker (MergedScalars).
 #include <signal.h>
 #include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
@@ -88,6 +92,23 @@ TEST(EventEncodingTest, EncodesAsProtobufDoes) {
             expected);
 }
 
+TEST(EventEncodingTest, EncodesSessionStartAsProtobufDoes) {
+  for (int64_t step : {int64_t{0}, int64_t{11}, int64_t{1} << 40}) {
+    ::tensorboard::Event event;
+    event.set_wall_time(1764000000.25);
+    event.set_step(step);
+    event.mutable_session_log()->set_status(::tensorboard::SessionLog::START);
+    std::string expected;
+    ASSERT_TRUE(event.SerializeToString(&expected));
+    EXPECT_EQ(absl::BytesToHexString(EncodeSessionStartEvent(1764000000.25, step)),
+              absl::BytesToHexString(expected))
+        << step;
+  }
+  // event_pb2.Event(step=11, session_log=SessionLog(status=SessionLog.START)), in hex:
+  // step (field 2, varint 11), session_log (field 6, 2 bytes: status (field 1) = 1).
+  EXPECT_EQ(absl::BytesToHexString(EncodeSessionStartEvent(0.0, 11)), "100b32020801");
+}
+
 TEST(EventFileTest, WritesScalarsThatReadBack) {
   const std::string dir = FreshDir("scalars") + "/nested/run";  // parents are created
   absl::StatusOr<std::unique_ptr<EventFileWriter>> writer =
@@ -117,6 +138,64 @@ TEST(EventFileTest, WritesScalarsThatReadBack) {
   EXPECT_EQ(file->scalars[2].step, 2);
   EXPECT_EQ(file->scalars[2].value, 4.75f);
   EXPECT_GT(file->scalars[0].wall_time, 1.7e9);  // seconds since 1970, after 2023
+}
+
+// One run's event file in `dir`: a START at `start` (none when negative), then "lm loss" at
+// `first`..`last` with value step + `offset`, and its "vs samples" twin at 4 x step.
+void WriteRun(const std::string& dir, int64_t start, int64_t first, int64_t last, float offset) {
+  absl::StatusOr<std::unique_ptr<EventFileWriter>> writer = EventFileWriter::Open({dir});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  if (start >= 0) ASSERT_TRUE((*writer)->AddSessionStart(start).ok());
+  for (int64_t step = first; step <= last; ++step) {
+    ASSERT_TRUE((*writer)->AddScalar("lm loss", step, step + offset).ok());
+    ASSERT_TRUE((*writer)->AddScalar("lm loss vs samples", 4 * step, step + offset).ok());
+  }
+  ASSERT_TRUE((*writer)->Close().ok());
+}
+
+// tag -> [(step, value)] of the scalars TensorBoard shows, in its order.
+std::map<std::string, std::vector<std::pair<int64_t, float>>> Shown(const std::string& dir) {
+  absl::StatusOr<std::vector<Scalar>> merged = MergedScalars(dir);
+  EXPECT_TRUE(merged.ok()) << merged.status();
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> shown;
+  if (!merged.ok()) return shown;
+  for (const Scalar& s : *merged) shown[s.tag].emplace_back(s.step, s.value);
+  return shown;
+}
+
+TEST(MergedScalarsTest, RestartHidesTheCrashedRunsStepsFromItsStartOn) {
+  // A run killed at 16 after its checkpoint at 10, then resumed from 10 to 20 (its START at
+  // 11, the first step it writes): TensorBoard keeps 1..10 of the first and 11..20 of the
+  // second, each step once and in order.
+  const std::string dir = FreshDir("merged");
+  WriteRun(dir, /*start=*/0, 1, 16, /*offset=*/0);
+  WriteRun(dir, /*start=*/11, 11, 20, /*offset=*/0.5f);
+  std::vector<std::pair<int64_t, float>> expected;
+  for (int64_t step = 1; step <= 20; ++step) {
+    expected.emplace_back(step, step + (step > 10 ? 0.5f : 0.0f));
+  }
+  const auto shown = Shown(dir);
+  EXPECT_EQ(shown.at("lm loss"), expected);
+  // The purge is by step over every tag: the twins' steps are samples, so the first run's
+  // from sample 11 on go too (TensorBoard's rule, whatever the axis).
+  std::vector<int64_t> samples;
+  for (const auto& [step, value] : shown.at("lm loss vs samples")) samples.push_back(step);
+  EXPECT_THAT(samples, ElementsAre(4, 8, 44, 48, 52, 56, 60, 64, 68, 72, 76, 80));
+}
+
+TEST(MergedScalarsTest, FirstStartOfADirectoryIsNoRestart) {
+  // A first file without a START (an older writer): the resumed run's START is the run's
+  // first, so TensorBoard purges nothing and shows 11..16 twice.
+  const std::string dir = FreshDir("unmarked");
+  WriteRun(dir, /*start=*/-1, 1, 16, /*offset=*/0);
+  WriteRun(dir, /*start=*/11, 11, 20, /*offset=*/0.5f);
+  EXPECT_EQ(Shown(dir).at("lm loss").size(), 16u + 10u);
+  // A third run resumed from 12: its START purges steps >= 13 of both earlier files.
+  WriteRun(dir, /*start=*/13, 13, 14, /*offset=*/0.25f);
+  const auto shown = Shown(dir);
+  std::vector<int64_t> steps;
+  for (const auto& [step, value] : shown.at("lm loss")) steps.push_back(step);
+  EXPECT_THAT(steps, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 11, 12, 13, 14));
 }
 
 TEST(EventFileTest, QueueIsWrittenWhenFullAndOnFlush) {
