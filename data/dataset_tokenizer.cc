@@ -20,13 +20,6 @@ constexpr char kFormat[] = "varuna-dataset-tokenizer/2";
 constexpr char kFirstFormat[] = "varuna-dataset-tokenizer/1";  // SentencePiece only
 constexpr uint64_t kMaxRecordBytes = 1 << 16;
 
-std::optional<TokenizerKind> KindNamed(const std::string& name) {
-  for (TokenizerKind kind : {TokenizerKind::kSentencePiece, TokenizerKind::kGpt2Bpe}) {
-    if (name == TokenizerTypeName(kind)) return kind;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::string DatasetTokenizer::Describe() const {
@@ -104,8 +97,9 @@ absl::StatusOr<std::optional<DatasetTokenizer>> ReadDatasetTokenizer(
     record.files = {model->get<std::string>()};
   } else {
     const json::Value* type = json::Find(*value, "tokenizer_type");
-    const std::optional<TokenizerKind> kind =
-        type != nullptr && type->is_string() ? KindNamed(type->get<std::string>()) : std::nullopt;
+    const std::optional<TokenizerKind> kind = type != nullptr && type->is_string()
+                                                  ? TokenizerKindNamed(type->get<std::string>())
+                                                  : std::nullopt;
     const json::Value* files = json::Find(*value, "tokenizer_files");
     if (!kind || files == nullptr || !files->is_array() || files->empty()) {
       return damaged(

@@ -71,6 +71,13 @@ const char* TokenizerTypeName(TokenizerKind kind) {
   return kind == TokenizerKind::kGpt2Bpe ? "GPT2BPETokenizer" : "SentencePieceTokenizer";
 }
 
+std::optional<TokenizerKind> TokenizerKindNamed(std::string_view name) {
+  for (TokenizerKind kind : {TokenizerKind::kSentencePiece, TokenizerKind::kGpt2Bpe}) {
+    if (name == TokenizerTypeName(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 SentencePieceTokenizer::SentencePieceTokenizer(std::string model_file, std::unique_ptr<Model> model)
     : model_file_(std::move(model_file)), model_(std::move(model)) {}
 

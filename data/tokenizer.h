@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,8 @@ enum class TokenizerKind {
 
 // "SentencePieceTokenizer" or "GPT2BPETokenizer".
 const char* TokenizerTypeName(TokenizerKind kind);
+// The kind TokenizerTypeName gives `name`; nullopt for any other name.
+std::optional<TokenizerKind> TokenizerKindNamed(std::string_view name);
 
 // A loaded tokenizer. Immutable after loading: every method is const and may be called from
 // several threads at once.

@@ -12,12 +12,8 @@ namespace data {
 absl::StatusOr<std::optional<TokenizerKind>> TokenizerKindOf(const TokenizerSpec& spec) {
   const bool sentencepiece_files = !spec.model_file.empty();
   const bool bpe_files = !spec.vocab_file.empty() || !spec.merge_file.empty();
-  std::optional<TokenizerKind> kind;
-  if (spec.type == TokenizerTypeName(TokenizerKind::kSentencePiece)) {
-    kind = TokenizerKind::kSentencePiece;
-  } else if (spec.type == TokenizerTypeName(TokenizerKind::kGpt2Bpe)) {
-    kind = TokenizerKind::kGpt2Bpe;
-  } else if (!spec.type.empty()) {
+  std::optional<TokenizerKind> kind = TokenizerKindNamed(spec.type);
+  if (!kind && !spec.type.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tokenizer-type=", spec.type,
         " is not a tokenizer type this program reads: use SentencePieceTokenizer (with "

@@ -227,9 +227,7 @@ absl::Status Validate(const TrainerArguments& a) {
   }
   data::TokenizerSpec tokenizer{a.tokenizer_type, a.tokenizer_model, a.vocab_file, a.merge_file};
   // The sample run finds GPT-2's own files itself.
-  const bool bundled_gpt2 = a.sample_run && a.tokenizer_type == "GPT2BPETokenizer" &&
-                            a.vocab_file.empty() && a.merge_file.empty();
-  if (bundled_gpt2) tokenizer.vocab_file = tokenizer.merge_file = "bundled";
+  if (a.UsesBundledGpt2()) tokenizer.vocab_file = tokenizer.merge_file = "bundled";
   absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(tokenizer);
   if (!kind.ok()) return kind.status();
   if (!a.data_path.empty() && !kind->has_value() && a.vocab_size == 0) {
@@ -368,6 +366,11 @@ void ApplySampleRunDefaults(TrainerArguments& a) {
 }
 
 }  // namespace
+
+bool TrainerArguments::UsesBundledGpt2() const {
+  return sample_run && data::TokenizerKindNamed(tokenizer_type) == data::TokenizerKind::kGpt2Bpe &&
+         vocab_file.empty() && merge_file.empty();
+}
 
 bool TrainerArguments::WasGiven(const std::string& name) const {
   return std::find(given.begin(), given.end(), name) != given.end();

@@ -143,6 +143,9 @@ struct TrainerArguments {
   std::string help;  // The flag table, filled when help_requested.
 
   bool WasGiven(const std::string& name) const;
+  // The sample run with GPT-2's own files: --tokenizer-type=GPT2BPETokenizer and neither
+  // --vocab-file nor --merge-file (the trainer finds them in its runfiles).
+  bool UsesBundledGpt2() const;
 };
 
 // Parses and validates `args` (without the program name). InvalidArgument names the flag and

@@ -259,7 +259,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   ReportEngine(a, *gpt, report);
 
   // 3. Resume, and train.
-  const RunRecord record = MakeRunRecord(a, *config, inputs->tokenizer, **data);
+  const RunRecord record = MakeRunRecord(a, *config, vocabulary->tokenizer, **data);
   absl::StatusOr<TrainingState> state =
       Resume(a, *has_checkpoint, *gpt->varuna, record, report.log());
   if (!state.ok()) return state.status();

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -22,33 +21,20 @@ using varuna::ResolveUserPath;
 using varuna::json::Value;
 
 RunRecord MakeRunRecord(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                        const data::TokenizerSpec& tokenizer, const GptData& data) {
+                        const std::optional<data::DatasetTokenizer>& tokenizer,
+                        const GptData& data) {
   const LrScheduleOptions schedule = LearningRateSchedule(a);
   RunRecord record;
   record.model = gpt2::ModelConfigJson(config);
   record.model_record = gpt2::CheckpointModelJson(config);
-  const absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(tokenizer);
-  if (kind.ok() && kind->has_value()) {
+  if (tokenizer) {
+    // The files' checksum and the vocabulary size are how the export refuses other files.
     record.tokenizer = Value::object();
-    record.tokenizer["type"] = data::TokenizerTypeName(**kind);
+    record.tokenizer["type"] = data::TokenizerTypeName(tokenizer->kind);
     record.tokenizer["files"] = Value::array();
-    const bool bpe = **kind == data::TokenizerKind::kGpt2Bpe;
-    for (const std::string& file :
-         bpe ? std::vector<std::string>{tokenizer.vocab_file, tokenizer.merge_file}
-             : std::vector<std::string>{tokenizer.model_file}) {
-      record.tokenizer["files"].push_back(std::filesystem::absolute(file).string());
-    }
-    // The files' checksum and the vocabulary size, by which the export refuses other files. The
-    // trainer loaded this tokenizer already; should the files have gone since, the record keeps
-    // their names only (the export then has nothing to compare).
-    absl::StatusOr<std::unique_ptr<data::Tokenizer>> loaded = data::LoadTokenizer(tokenizer);
-    absl::StatusOr<data::DatasetTokenizer> described =
-        loaded.ok() ? data::DescribeTokenizer(**loaded)
-                    : absl::StatusOr<data::DatasetTokenizer>(loaded.status());
-    if (described.ok()) {
-      record.tokenizer["crc32c"] = absl::StrFormat("%08x", described->crc32c);
-      record.tokenizer["vocab_size"] = described->vocab_size;
-    }
+    for (const std::string& file : tokenizer->files) record.tokenizer["files"].push_back(file);
+    record.tokenizer["crc32c"] = absl::StrFormat("%08x", tokenizer->crc32c);
+    record.tokenizer["vocab_size"] = tokenizer->vocab_size;
   }
   record.lr_schedule = Value::object();
   record.lr_schedule["lr"] = a.lr;

@@ -7,11 +7,12 @@
 #ifndef VARUNA_TRAINER_RUN_CHECKPOINT_H_
 #define VARUNA_TRAINER_RUN_CHECKPOINT_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "data/tokenizer_status.h"
+#include "data/dataset_tokenizer.h"
 #include "models/gpt2/config.h"
 #include "trainer/arguments.h"
 #include "trainer/gpt_data.h"
@@ -28,17 +29,18 @@ struct RunRecord {
   varuna::json::Value model_record;  // gpt2::CheckpointModelJson: what the checkpoint records
   // The tokenizer, for the Hugging Face export: {"type": "SentencePieceTokenizer" or
   // "GPT2BPETokenizer", "files": [absolute paths], "crc32c": of the files' bytes,
-  // "vocab_size"} (data::DescribeTokenizer; without the last two when the files cannot be
-  // read); null for none. A SentencePiece model's path
-  // is also "tokenizer_model", as checkpoints before GPT-2 BPE recorded it.
+  // "vocab_size"} (data::DescribeTokenizer's); null for none. A SentencePiece model's path is
+  // also "tokenizer_model", as checkpoints before GPT-2 BPE recorded it.
   varuna::json::Value tokenizer;
   varuna::json::Value lr_schedule;  // lr, min_lr, decay_style, decay_iters, warmup_iters
   std::string data_fingerprint;     // the indexed dataset's, as 16 hex digits
 };
 
-// The record of a run of `config` on `data` with the tokenizer `tokenizer` (no files: none).
+// The record of a run of `config` on `data` with the tokenizer `tokenizer` (as OpenData
+// described it; unset: none).
 RunRecord MakeRunRecord(const TrainerArguments& a, const gpt2::Gpt2Config& config,
-                        const data::TokenizerSpec& tokenizer, const GptData& data);
+                        const std::optional<data::DatasetTokenizer>& tokenizer,
+                        const GptData& data);
 
 // "--hidden-size: checkpoint 128, now 256; ..." for every field of `current` (a
 // ModelConfigJson) that differs in `saved`; "" when none does.

@@ -37,19 +37,8 @@ data::TokenizerSpec TokenizerFlags(const TrainerArguments& a) {
                              ResolveUserPath(a.vocab_file), ResolveUserPath(a.merge_file)};
 }
 
-namespace {
-
-// The sample run with GPT-2's own files (found in the runfiles by PrepareInputs).
-bool BundledGpt2(const TrainerArguments& a) {
-  return a.sample_run &&
-         a.tokenizer_type == data::TokenizerTypeName(data::TokenizerKind::kGpt2Bpe) &&
-         a.vocab_file.empty() && a.merge_file.empty();
-}
-
-}  // namespace
-
 absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a) {
-  if (BundledGpt2(a)) return Vocabulary{kGpt2VocabSize, -1};
+  if (a.UsesBundledGpt2()) return Vocabulary{kGpt2VocabSize, -1};
   const data::TokenizerSpec spec = TokenizerFlags(a);
   absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(spec);
   if (!kind.ok()) return kind.status();
@@ -316,7 +305,7 @@ absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const st
   // GPT-2's tokenizer: the files given, or GPT-2's own; otherwise a SentencePiece model is
   // trained on the corpus.
   data::TokenizerSpec gpt2;
-  if (BundledGpt2(a)) {
+  if (a.UsesBundledGpt2()) {
     for (auto [name, file] :
          {std::pair<const char*, std::string*>{kGpt2VocabFile, &gpt2.vocab_file},
           {kGpt2MergeFile, &gpt2.merge_file}}) {
@@ -407,16 +396,19 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
     tokenizer = *std::move(loaded);
   }
   if (a.sample_run) vocabulary.eod = tokenizer->eod_id();
+  if (tokenizer != nullptr) {
+    absl::StatusOr<data::DatasetTokenizer> described = data::DescribeTokenizer(*tokenizer);
+    if (!described.ok()) return described.status();
+    vocabulary.tokenizer = *std::move(described);
+  }
   // The tokenizer preprocess_data recorded beside the dataset, against the one given.
   absl::StatusOr<std::optional<data::DatasetTokenizer>> recorded =
       data::ReadDatasetTokenizer(inputs.data_prefix);
   if (!recorded.ok()) return recorded.status();
-  if (recorded->has_value() && tokenizer != nullptr) {
-    absl::StatusOr<data::DatasetTokenizer> used = data::DescribeTokenizer(*tokenizer);
-    if (!used.ok()) return used.status();
+  if (recorded->has_value() && vocabulary.tokenizer) {
     std::string warning;
-    if (absl::Status s =
-            data::CheckDatasetTokenizer(inputs.data_prefix, **recorded, *used, &warning);
+    if (absl::Status s = data::CheckDatasetTokenizer(inputs.data_prefix, **recorded,
+                                                     *vocabulary.tokenizer, &warning);
         !s.ok()) {
       return s;
     }

@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "data/dataset_tokenizer.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "trainer/arguments.h"
@@ -52,6 +54,9 @@ data::TokenizerSpec TokenizerFlags(const TrainerArguments& a);
 struct Vocabulary {
   int64_t size = 0;
   int64_t eod = -1;  // -1: unknown
+  // The tokenizer, described (kind, files, checksum) once OpenData has loaded it; unset while
+  // not loaded, or without a tokenizer.
+  std::optional<data::DatasetTokenizer> tokenizer;
 };
 absl::StatusOr<Vocabulary> KnownVocabulary(const TrainerArguments& a);
 
@@ -135,9 +140,9 @@ absl::StatusOr<std::unique_ptr<varuna::comm::Heartbeat>> StartHeartbeat(
     const TrainerArguments& a, const varuna::comm::World* world);
 
 // The GPT dataset of this replica (GptData), with the EOD token of the sample run's tokenizer
-// filled into `vocabulary`. A dataset whose recorded tokenizer (data/dataset_tokenizer.h) has
-// another vocabulary size than the tokenizer given is refused; another file of the same size
-// is a warning in `log`.
+// and the description of the tokenizer given (Vocabulary::tokenizer) filled into `vocabulary`. A
+// dataset whose recorded tokenizer (data/dataset_tokenizer.h) has another vocabulary size than the
+// tokenizer given is refused; another file of the same size is a warning in `log`.
 absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
                                                   const gpt2::Gpt2Config& config,
                                                   const TrainingInputs& inputs,
