@@ -3,10 +3,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace data {
@@ -285,10 +287,20 @@ absl::StatusOr<GptIndex> GptIndex::BuildOrLoad(const std::string& data_prefix,
           index.status().message(), delete_hint));
     }
     index->loaded_from_cache_ = true;
+    if (options.progress) {
+      options.progress(absl::StrFormat("> loaded the %s sample index of %d samples from %s",
+                                       options.name, index->size(), paths.shuffle_idx));
+    }
     return index;
   }
 
   // Build, in Megatron's order: doc_idx's shuffle, then shuffle_idx's from the same RNG.
+  if (options.progress) {
+    options.progress(absl::StrFormat(
+        "> building the %s sample and shuffle indices of %s (%d documents, %d tokens) ...",
+        options.name, data_prefix, documents.size(), tokens_per_epoch));
+  }
+  const auto start = std::chrono::steady_clock::now();
   const int64_t num_epochs =
       GptNumEpochs(tokens_per_epoch, options.seq_length, options.num_samples);
   NumpyRandomState rng(options.seed);
@@ -334,8 +346,15 @@ absl::StatusOr<GptIndex> GptIndex::BuildOrLoad(const std::string& data_prefix,
                                        "cache directory"));
     }
   }
-  return Create(sizes, documents, options, std::move(doc_array), std::move(sample_idx),
-                std::move(shuffle_idx), paths);
+  absl::StatusOr<GptIndex> built = Create(sizes, documents, options, std::move(doc_array),
+                                          std::move(sample_idx), std::move(shuffle_idx), paths);
+  if (built.ok() && options.progress) {
+    options.progress(absl::StrFormat(
+        "> ... done in %.2f s: %d samples, %d epochs",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        built->size(), built->num_epochs()));
+  }
+  return built;
 }
 
 }  // namespace data

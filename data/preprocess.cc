@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -31,6 +35,8 @@ struct Batch {
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> tokens;
   size_t text_bytes = 0;
+  // Per text: the input bytes consumed when it had been read (all files so far).
+  std::vector<int64_t> bytes_read;
   int64_t input_bytes_end = 0;  // input bytes consumed when the batch was complete
 };
 
@@ -82,6 +88,7 @@ void ReadInputs(const PreprocessOptions& options, int64_t max_in_flight, Pipelin
       if (!more.ok() || !*more) break;
       batch.text_bytes += text.size();
       batch.texts.push_back(std::move(text));
+      batch.bytes_read.push_back(bytes_of_finished_files + reader->bytes_read());
       if (batch.texts.size() >= kBatchDocuments || batch.text_bytes >= kBatchBytes) {
         if (!push()) return;
       }
@@ -148,6 +155,11 @@ absl::Status ValidateOptions(const PreprocessOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--log-interval=", options.log_interval, " must be >= 0 (0: no progress)"));
   }
+  if (!(options.log_seconds >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log-seconds=", options.log_seconds,
+                     " must be >= 0 (e.g. 10; 0: progress by --log-interval only)"));
+  }
   for (const std::string& file : options.input_files) {
     if (!std::ifstream(file).good()) {
       return absl::NotFoundError(
@@ -163,18 +175,60 @@ std::string DatasetPrefix(const std::string& output_prefix, const std::string& j
   return absl::StrCat(output_prefix, "_", json_key, "_document");
 }
 
-std::string ProgressLine(int64_t documents, int64_t bytes, int64_t tokens, double seconds) {
-  const double s = seconds > 0 ? seconds : 1e-9;
-  return absl::StrFormat("Processed %d documents (%.1f docs/s, %.2f MB/s, %d tokens)", documents,
-                         documents / s, bytes / s / 1e6, tokens);
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1000) return absl::StrFormat("%d B", bytes);
+  if (bytes < 1000 * 1000) return absl::StrFormat("%.1f kB", bytes / 1e3);
+  if (bytes < 1000 * 1000 * 1000) return absl::StrFormat("%.1f MB", bytes / 1e6);
+  return absl::StrFormat("%.2f GB", bytes / 1e9);
+}
+
+std::string FormatDuration(double seconds) {
+  const int64_t whole = std::llround(std::max(0.0, seconds));
+  if (whole < 60) return absl::StrFormat("%d s", whole);
+  if (whole < 3600) return absl::StrFormat("%d min %d s", whole / 60, whole % 60);
+  const int64_t minutes = (whole + 30) / 60;  // rounded to the minute
+  return absl::StrFormat("%d h %d min", minutes / 60, minutes % 60);
+}
+
+double SecondsLeft(int64_t bytes_done, int64_t bytes_total, double seconds) {
+  if (bytes_done <= 0 || !(seconds > 0)) return -1;
+  if (bytes_done >= bytes_total) return 0;
+  return static_cast<double>(bytes_total - bytes_done) * seconds / static_cast<double>(bytes_done);
+}
+
+std::string ProgressLine(const PreprocessProgress& progress) {
+  const double s = progress.seconds > 0 ? progress.seconds : 1e-9;
+  std::string line = absl::StrFormat("Processed %d documents (%.1f docs/s, %.2f MB/s, %d tokens)",
+                                     progress.documents, progress.documents / s,
+                                     progress.bytes_done / s / 1e6, progress.tokens);
+  if (progress.bytes_total <= 0) return line;
+  const double left = SecondsLeft(progress.bytes_done, progress.bytes_total, progress.seconds);
+  absl::StrAppendFormat(
+      &line, ": %s of %s (%.1f%%), %s", FormatBytes(progress.bytes_done),
+      FormatBytes(progress.bytes_total), 100.0 * progress.bytes_done / progress.bytes_total,
+      left < 0 ? "time left unknown" : absl::StrCat("about ", FormatDuration(left), " left"));
+  return line;
 }
 
 absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&start] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::function<double()> now = options.clock ? options.clock : [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   };
+  const double start = now();
+  auto elapsed = [&now, start] { return now() - start; };
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  // The inputs' sizes, for the share done; 0 (no share printed) if one cannot be read.
+  int64_t bytes_total = 0;
+  for (const std::string& file : options.input_files) {
+    std::error_code error;
+    const uintmax_t size = std::filesystem::file_size(file, error);
+    if (error) {
+      bytes_total = 0;
+      break;
+    }
+    bytes_total += static_cast<int64_t>(size);
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(options.tokenizer);
   if (!tokenizer.ok()) return tokenizer.status();
 
@@ -202,6 +256,7 @@ absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
 
   // Write batches in input order.
   absl::Status status;
+  double last_line = 0;  // seconds since the start at the last progress line
   for (int64_t next = 0;; ++next) {
     Batch batch;
     {
@@ -226,7 +281,8 @@ absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
                                                  " stopped on request; nothing was written"));
       break;
     }
-    for (const std::vector<int32_t>& tokens : batch.tokens) {
+    for (size_t i = 0; i < batch.tokens.size(); ++i) {
+      const std::vector<int32_t>& tokens = batch.tokens[i];
       if (tokens.empty()) {
         ++stats.empty_documents;
       } else {
@@ -235,10 +291,16 @@ absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options) {
         ++stats.documents;
         stats.tokens += static_cast<int64_t>(tokens.size());
       }
+      if (options.log == nullptr) continue;
       const int64_t processed = stats.documents + stats.empty_documents;
-      if (options.log != nullptr && options.log_interval > 0 &&
-          processed % options.log_interval == 0) {
-        *options.log << ProgressLine(processed, batch.input_bytes_end, stats.tokens, elapsed())
+      const bool by_count = options.log_interval > 0 && processed % options.log_interval == 0;
+      double seconds = -1;
+      if (options.log_seconds > 0) seconds = elapsed();
+      if (by_count || (seconds >= 0 && seconds - last_line >= options.log_seconds)) {
+        if (seconds < 0) seconds = elapsed();
+        last_line = seconds;
+        *options.log << ProgressLine(
+                            {processed, stats.tokens, batch.bytes_read[i], bytes_total, seconds})
                      << std::endl;
       }
     }

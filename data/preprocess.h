@@ -38,10 +38,16 @@ struct PreprocessOptions {
   bool append_eod = true;
   // Tokenizing threads; 0 means one per hardware thread.
   int workers = 0;
-  // A progress line every this many documents (0: none).
+  // A progress line (ProgressLine) every this many documents (0: none by count).
   int64_t log_interval = 10000;
-  // Where progress and summary lines go; nullptr for silence.
+  // A progress line also when this many seconds have passed since the last one, so that long
+  // documents still show progress (0: none by time).
+  double log_seconds = 10;
+  // Where progress and summary lines go; nullptr for silence. Never into the output files.
   std::ostream* log = nullptr;
+  // Seconds on a monotonic clock, for the progress lines' rates and time left and the
+  // summary; unset: std::chrono::steady_clock. Tests inject a fake one.
+  std::function<double()> clock;
   // Polled between batches of documents; once it returns true, Preprocess stops and returns
   // Cancelled, leaving nothing behind (a stop signal, say). Unset: never.
   std::function<bool()> stop_requested;
@@ -68,8 +74,33 @@ std::string DatasetPrefix(const std::string& output_prefix, const std::string& j
 // for a missing input file or tokenizer model; PermissionDenied for an unwritable output.
 absl::StatusOr<PreprocessStats> Preprocess(const PreprocessOptions& options);
 
-// "Processed 12000 documents (3456.7 docs/s, 2.31 MB/s, 1234567 tokens)", the progress line.
-std::string ProgressLine(int64_t documents, int64_t bytes, int64_t tokens, double seconds);
+// How far preprocessing is, for a progress line.
+struct PreprocessProgress {
+  int64_t documents = 0;    // documents done (written or skipped as empty)
+  int64_t tokens = 0;       // tokens written
+  int64_t bytes_done = 0;   // input bytes read through the last document done
+  int64_t bytes_total = 0;  // the inputs' sizes; 0: unknown
+  double seconds = 0;       // since preprocessing started
+};
+
+// The progress line: Megatron's "Processed N documents (X docs/s, Y MB/s" with the tokens,
+// then the share of the input bytes done and the time left at the rate so far, e.g.
+//   "Processed 12345 documents (2469.0 docs/s, 0.89 MB/s, 987654 tokens): 4.4 MB of 120.0 MB
+//   (3.7%), about 2 min 10 s left"
+// Sizes in B, kB, MB or GB (powers of 1000); time left in s, "M min S s" or "H h M min",
+// rounded to the second or minute; "time left unknown" before any byte is done or any time
+// has passed. Without a total (bytes_total 0) the line ends after the rates.
+std::string ProgressLine(const PreprocessProgress& progress);
+
+// Seconds left to read `bytes_total` at the rate `bytes_done` / `seconds`; negative (unknown)
+// if bytes_done or seconds is not positive; 0 once bytes_done >= bytes_total.
+double SecondsLeft(int64_t bytes_done, int64_t bytes_total, double seconds);
+
+// `bytes` as "35 B", "4.5 kB", "120.0 MB" or "1.25 GB" (powers of 1000).
+std::string FormatBytes(int64_t bytes);
+
+// `seconds` (>= 0) as "7 s", "2 min 8 s" or "1 h 5 min", rounded to the unit last shown.
+std::string FormatDuration(double seconds);
 
 }  // namespace data
 

@@ -60,11 +60,18 @@ void Register(varuna::FlagParser& parser, std::string& input, data::PreprocessOp
   parser.Add("workers", &options.workers, "Tokenizing threads; 0 means one per hardware thread.",
              "4");
   parser.Add("log-interval", &options.log_interval,
-             "Print progress every this many documents (0: no progress).", "10000");
+             "Print progress (documents, MB/s, share of the input done, time left) every this "
+             "many documents (0: not by count).",
+             "10000");
+  parser.Add("log-seconds", &options.log_seconds,
+             "Print progress also when this many seconds have passed since the last line "
+             "(0: only every --log-interval documents).",
+             "10");
   // data::Preprocess checks these too, for its other callers; here a bad value is a bad command
   // line (exit status 2).
   parser.SetMinimum("workers", 0);
   parser.SetMinimum("log-interval", 0);
+  parser.SetMinimum("log-seconds", 0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "trainer/arguments.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 #include <utility>
@@ -7,11 +9,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "data/tokenizer_status.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/megatron_flags.h"
 #include "varuna/flags/flag_parser.h"
+#include "varuna/io/user_paths.h"
 #include "varuna/pipeline/schedule.h"
 
 namespace trainer {
@@ -35,7 +39,14 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("print-model-summary", &a.print_model_summary,
         "print parameters per segment and exit (allocates nothing)");
   p.Add("data-path", &a.data_path,
-        "prefix of a Megatron dataset (<prefix>.bin/.idx); default: the bundled corpus");
+        "prefix of a Megatron dataset (<prefix>.bin/.idx), or a blend of weighted prefixes: "
+        "--data-path 0.3 A 0.7 B (each split by --split); default: the bundled corpus");
+  p.Add("train-data-path", &a.train_data_path,
+        "the training data alone (a prefix, or weighted prefixes), instead of --data-path");
+  p.Add("valid-data-path", &a.valid_data_path,
+        "the validation data alone (a prefix, or weighted prefixes), instead of --data-path");
+  p.Add("test-data-path", &a.test_data_path,
+        "the test data alone (a prefix, or weighted prefixes), instead of --data-path");
   p.Add("split", &a.split, "train,valid,test proportions of the documents");
   p.Add("tokenizer-type", &a.tokenizer_type,
         "SentencePieceTokenizer or GPT2BPETokenizer (empty: the kind of the files given; the "
@@ -53,19 +64,63 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "directory for the sample-index files (empty: next to the data)");
   p.Add("batch-size", &a.batch_size, "examples per data-parallel replica per step");
   p.SetMinimum("batch-size", 1);
+  p.Add("global-batch-size", &a.global_batch_size,
+        "Megatron's: examples per step over all D replicas (0: --batch-size x D); each replica "
+        "takes global / D in global / (micro x D) micro-batches, so it must divide",
+        "8");
+  p.SetMinimum("global-batch-size", 0);
   p.Add("train-iters", &a.train_iters, "optimizer steps to train");
   p.SetMinimum("train-iters", 1);
+  p.Add("train-samples", &a.train_samples,
+        "Megatron's sample-based training: train --train-samples / global batch iterations "
+        "(rounded down); the LR flags are then in samples (0: use --train-iters)",
+        "80");
+  p.SetMinimum("train-samples", 0);
   p.Add("lr", &a.lr, "peak learning rate");
   p.SetMinimum("lr", 0);
   p.Add("min-lr", &a.min_lr, "learning rate at the end of the decay");
   p.SetMinimum("min-lr", 0);
-  p.Add("lr-decay-style", &a.lr_decay_style, "linear, cosine or constant");
+  p.Add("lr-decay-style", &a.lr_decay_style,
+        "linear, cosine, constant, inverse-square-root or WSD (Megatron's)");
   p.Add("lr-decay-iters", &a.lr_decay_iters, "steps of warmup plus decay (0: --train-iters)");
   p.SetMinimum("lr-decay-iters", 0);
-  p.Add("warmup", &a.warmup, "fraction of --lr-decay-iters spent warming up");
+  p.Add("lr-decay-samples", &a.lr_decay_samples,
+        "with --train-samples: samples of warmup plus decay (0: --train-samples)");
+  p.SetMinimum("lr-decay-samples", 0);
+  p.Add("warmup", &a.warmup, "fraction of --lr-decay-iters (or -samples) spent warming up");
   p.AddAlias("lr-warmup-fraction", "warmup");  // Megatron's name
   p.SetMinimum("warmup", 0);
   p.SetMaximum("warmup", 1);
+  p.Add("lr-warmup-iters", &a.lr_warmup_iters,
+        "iterations of linear warmup (instead of --lr-warmup-fraction)");
+  p.Add("lr-warmup-samples", &a.lr_warmup_samples,
+        "with --train-samples: samples of linear warmup (instead of --lr-warmup-fraction)");
+  p.Add("lr-wsd-decay-style", &a.lr_wsd_decay_style,
+        "with --lr-decay-style=WSD: the final decay, linear, cosine, exponential or minus_sqrt");
+  p.Add("lr-wsd-decay-iters", &a.lr_wsd_decay_iters,
+        "with --lr-decay-style=WSD: iterations of the final decay (ending at --lr-decay-iters)");
+  p.Add("lr-wsd-decay-samples", &a.lr_wsd_decay_samples,
+        "with --lr-decay-style=WSD and --train-samples: samples of the final decay");
+  for (const char* name :
+       {"lr-warmup-iters", "lr-warmup-samples", "lr-wsd-decay-iters", "lr-wsd-decay-samples"}) {
+    p.SetMinimum(name, 0);
+  }
+  p.Add("exit-duration-in-mins", &a.exit_duration_in_mins,
+        "checkpoint (with --save) and exit 0 after this many minutes since the start, as "
+        "SIGTERM does; every rank stops at the same iteration (0: never)",
+        "230");
+  p.SetMinimum("exit-duration-in-mins", 0);
+  p.Add("recompute-granularity", &a.recompute_granularity,
+        "Megatron's activation recomputation: full (with --recompute-method=uniform or block "
+        "and --recompute-num-layers = the layers per stage) is what --schedule=varuna does: "
+        "every stage but the last recomputes its whole forward before the backward; selective "
+        "is refused");
+  p.Add("recompute-method", &a.recompute_method,
+        "with --recompute-granularity=full: uniform or block (the same here: a whole stage)");
+  p.Add("recompute-num-layers", &a.recompute_num_layers,
+        "with --recompute-granularity=full: the layers per pipeline stage (the unit Varuna "
+        "recomputes)");
+  p.SetMinimum("recompute-num-layers", 0);
   p.Add("weight-decay", &a.weight_decay, "decoupled weight decay (not biases or LayerNorm)");
   p.SetMinimum("weight-decay", 0);
   p.Add("clip-grad", &a.clip_grad, "clip the global gradient norm to this (0: off)");
@@ -113,6 +168,18 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("checkpoint-tmpdir", &a.checkpoint_tmpdir,
         "stage checkpoints on this local disk, move them to --save in the background");
   p.Add("shard", &a.shard, "the replicas of each stage split the checkpoint writing");
+  p.Add("finetune", &a.finetune,
+        "load only the weights of --load and start at iteration 0 with a fresh optimizer, LR "
+        "schedule, loss scale, RNG and data position (Megatron's --finetune)");
+  p.Add("load-optim", &a.load_optim,
+        "load the optimizer state of --load (--no-load-optim: the weights, iteration and data "
+        "position, a fresh optimizer)");
+  p.Add("load-rng", &a.load_rng,
+        "restore the RNG state of --load (--no-load-rng: keep this run's --seed generators)");
+  p.Add("use-checkpoint-args", &a.use_checkpoint_args,
+        "take the model's shape (--num-layers, --hidden-size, --num-attention-heads, "
+        "--seq-length, --max-position-embeddings, the padded vocabulary) from the --load "
+        "checkpoint");
   p.Add("metrics-file", &a.metrics_file, "also write every log line as JSON to this file");
   p.Add("tensorboard-dir", &a.tensorboard_dir,
         "write TensorBoard event files of the run's scalars to this directory (rank 0)");
@@ -187,9 +254,115 @@ void Register(FlagParser& p, TrainerArguments& a) {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
+// Megatron's rules for the training length and LR schedule flags (its arguments.py): the
+// iteration-based and the sample-based forms do not mix, a warmup is a fraction or a count, WSD
+// needs its decay length; and its recomputation flags, as far as they can be checked without
+// the job's shape (the rest: trainer/job_shape.h).
+absl::Status ValidateTrainingSchedule(const TrainerArguments& a) {
+  if (absl::StatusOr<WsdDecayStyle> wsd = ParseWsdDecayStyle(a.lr_wsd_decay_style); !wsd.ok()) {
+    return wsd.status();
+  }
+  const bool samples = a.train_samples > 0;
+  if (samples && a.WasGiven("train-iters")) {
+    return Invalid(absl::StrCat("--train-iters=", a.train_iters,
+                                " and --train-samples=", a.train_samples,
+                                " exclude each other (Megatron: \"expected sample-based "
+                                "training\"): give one of them"));
+  }
+  // {flag given, the flag of the other form, what to use instead}.
+  struct Mixed {
+    bool given;
+    const char* flag;
+    const char* instead;
+  };
+  const Mixed mixed[] = {
+      {!samples && a.lr_decay_samples > 0, "--lr-decay-samples", "--lr-decay-iters"},
+      {!samples && a.lr_warmup_samples > 0, "--lr-warmup-samples", "--lr-warmup-iters"},
+      {!samples && a.lr_wsd_decay_samples > 0, "--lr-wsd-decay-samples", "--lr-wsd-decay-iters"},
+      {samples && a.lr_decay_iters > 0, "--lr-decay-iters", "--lr-decay-samples"},
+      {samples && a.lr_warmup_iters > 0, "--lr-warmup-iters", "--lr-warmup-samples"},
+      {samples && a.lr_wsd_decay_iters > 0, "--lr-wsd-decay-iters", "--lr-wsd-decay-samples"}};
+  for (const Mixed& m : mixed) {
+    if (!m.given) continue;
+    return Invalid(absl::StrCat(
+        m.flag, " does not go with ",
+        samples ? "--train-samples (sample-based training, Megatron: \"expected sample-based\")"
+                : "iteration-based training (--train-iters; Megatron: \"expected "
+                  "iteration-based\")",
+        ": use ", m.instead, samples ? "" : ", or train by --train-samples"));
+  }
+  const int64_t warmup_count = samples ? a.lr_warmup_samples : a.lr_warmup_iters;
+  if (a.WasGiven("warmup") && warmup_count > 0) {
+    return Invalid(absl::StrCat("can only specify one of --lr-warmup-fraction and ",
+                                samples ? "--lr-warmup-samples" : "--lr-warmup-iters",
+                                " (Megatron's rule): drop one"));
+  }
+  const char* unit = samples ? "samples" : "iters";
+  const int64_t decay = samples ? (a.lr_decay_samples > 0 ? a.lr_decay_samples : a.train_samples)
+                                : (a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters);
+  if (warmup_count >= decay) {
+    return Invalid(absl::StrCat("--lr-warmup-", unit, "=", warmup_count,
+                                " is not below the decay's ", decay, " (--lr-decay-", unit,
+                                ", default --train-", unit, "): give a shorter warmup"));
+  }
+  const int64_t wsd = samples ? a.lr_wsd_decay_samples : a.lr_wsd_decay_iters;
+  if (a.lr_decay_style == "WSD" && wsd == 0) {
+    return Invalid(absl::StrCat("--lr-decay-style=WSD needs --lr-wsd-decay-", unit,
+                                "=N: the length of its final decay, which ends at --lr-decay-",
+                                unit, " (e.g. a tenth of it)"));
+  }
+  if (wsd > decay) {
+    return Invalid(absl::StrCat("--lr-wsd-decay-", unit, "=", wsd, " is longer than the decay's ",
+                                decay, " (--lr-decay-", unit, ", default --train-", unit,
+                                "): the WSD decay ends there, so give at most ", decay));
+  }
+  // Recomputation. Megatron's full recomputation re-runs a unit of layers from its input in
+  // the backward; the Varuna schedule does that with the unit a whole pipeline stage.
+  if (a.recompute_granularity == "selective") {
+    return Invalid(
+        "--recompute-granularity=selective is not supported here: Megatron's selective "
+        "recomputation re-runs only the attention core (softmax, dropout) inside each layer; "
+        "the Varuna schedule recomputes whole stages instead: use --recompute-granularity=full "
+        "--recompute-method=uniform --recompute-num-layers=<layers per stage> (what "
+        "--schedule=varuna does), or drop the flag");
+  }
+  if (!a.recompute_granularity.empty() && a.recompute_granularity != "full") {
+    return Invalid(absl::StrCat("--recompute-granularity=", a.recompute_granularity,
+                                " is not a granularity: use full (selective is not supported)"));
+  }
+  if (!a.recompute_method.empty() && a.recompute_method != "uniform" &&
+      a.recompute_method != "block") {
+    return Invalid(absl::StrCat("--recompute-method=", a.recompute_method,
+                                " is not a method: use uniform or block"));
+  }
+  if (a.recompute_granularity.empty()) {
+    if (!a.recompute_method.empty() || a.recompute_num_layers > 0) {
+      return Invalid(
+          absl::StrCat(a.recompute_method.empty() ? "--recompute-num-layers" : "--recompute-method",
+                       " needs --recompute-granularity=full"));
+    }
+    return absl::OkStatus();
+  }
+  if (a.recompute_method.empty()) {
+    return Invalid(
+        "--recompute-granularity=full needs --recompute-method=uniform or block (Megatron's "
+        "rule; here both recompute a whole pipeline stage)");
+  }
+  if (a.schedule != "varuna") {
+    return Invalid(absl::StrCat(
+        "--recompute-granularity=full is what --schedule=varuna does (every stage but the last "
+        "recomputes its forward before the backward), but --schedule=",
+        a.schedule,
+        " keeps every activation and recomputes nothing: use --schedule=varuna, or "
+        "drop the recompute flags"));
+  }
+  return absl::OkStatus();
+}
+
 // The checks that relate several flags or are special; each flag's own bounds are the parser's
 // (Register).
 absl::Status Validate(const TrainerArguments& a) {
+  if (absl::Status status = ValidateTrainingSchedule(a); !status.ok()) return status;
   if (a.min_lr > a.lr) {
     return Invalid(
         absl::StrCat("--min-lr=", a.min_lr, " is above --lr=", a.lr,
@@ -230,13 +403,16 @@ absl::Status Validate(const TrainerArguments& a) {
   if (a.UsesBundledGpt2()) tokenizer.vocab_file = tokenizer.merge_file = "bundled";
   absl::StatusOr<std::optional<data::TokenizerKind>> kind = data::TokenizerKindOf(tokenizer);
   if (!kind.ok()) return kind.status();
-  if (!a.data_path.empty() && !kind->has_value() && a.vocab_size == 0) {
-    return Invalid(absl::StrCat("--data-path=", a.data_path,
-                                " needs the data's vocabulary: give --tokenizer-model=FILE "
-                                "(SentencePiece), --vocab-file=FILE --merge-file=FILE (GPT-2 "
-                                "BPE), or --vocab-size=N"));
+  if (a.HasDataPaths() && !kind->has_value() && a.vocab_size == 0) {
+    return Invalid(
+        absl::StrCat(a.data_path.empty() ? "--train-data-path=" : "--data-path=",
+                     absl::StrJoin(a.data_path.empty() ? a.train_data_path : a.data_path, " "),
+                     " needs the data's vocabulary: give --tokenizer-model=FILE "
+                     "(SentencePiece), --vocab-file=FILE --merge-file=FILE (GPT-2 "
+                     "BPE), or --vocab-size=N"));
   }
-  if (a.chunk_size > a.batch_size) {
+  // With --global-batch-size the batch per replica is known with D (trainer/job_shape.h).
+  if (a.global_batch_size == 0 && a.chunk_size > a.batch_size) {
     return Invalid(absl::StrCat("--chunk_size=", a.chunk_size,
                                 " must be between 1 and --batch-size=", a.batch_size,
                                 " (or 0 for one micro-batch)"));
@@ -278,6 +454,14 @@ absl::Status Validate(const TrainerArguments& a) {
         return Invalid(
             absl::StrCat(flag, " needs --tensorboard-dir=DIR (where the event files go)"));
       }
+    }
+  }
+  for (const auto& [flag, given] : {std::pair<const char*, bool>{"--finetune", a.finetune},
+                                    {"--no-load-optim", !a.load_optim},
+                                    {"--no-load-rng", !a.load_rng},
+                                    {"--use-checkpoint-args", a.use_checkpoint_args}}) {
+    if (given && a.load.empty()) {
+      return Invalid(absl::StrCat(flag, " needs --load=DIR (the checkpoint to load)"));
     }
   }
   if (a.resume_step >= 0 && a.load.empty()) {
@@ -329,6 +513,53 @@ absl::StatusOr<std::vector<int>> ParseNumberList(const NumberListSpec& spec,
     for (int n = first; n <= last; ++n) numbers.insert(n);
   }
   return std::vector<int>(numbers.begin(), numbers.end());
+}
+
+// Reads the data-path flags into a.data_blend / a.split_data_blends (data::ParseBlend: bad
+// weights are refused by name), with the prefixes made absolute, and checks that each dataset's
+// files exist.
+absl::Status ParseDataPaths(TrainerArguments& a) {
+  if (!a.data_path.empty() &&
+      (!a.train_data_path.empty() || !a.valid_data_path.empty() || !a.test_data_path.empty())) {
+    return Invalid(
+        "--data-path and --train-data-path / --valid-data-path / --test-data-path exclude each "
+        "other: give --data-path (split by --split) or the per-split paths");
+  }
+  const bool per_split =
+      !a.train_data_path.empty() || !a.valid_data_path.empty() || !a.test_data_path.empty();
+  if (per_split && a.train_data_path.empty()) {
+    return Invalid("--valid-data-path / --test-data-path need --train-data-path as well");
+  }
+  if (per_split && a.valid_data_path.empty() && a.eval_interval > 0) {
+    return Invalid(absl::StrCat("--eval-interval=", a.eval_interval,
+                                " needs validation data: give --valid-data-path, or "
+                                "--eval-interval=0 for no validation"));
+  }
+  const std::pair<const char*, std::vector<std::string>*> flags[] = {
+      {"--data-path", &a.data_path},
+      {"--train-data-path", &a.train_data_path},
+      {"--valid-data-path", &a.valid_data_path},
+      {"--test-data-path", &a.test_data_path}};
+  data::Blend* blends[] = {&a.data_blend, &a.split_data_blends[0], &a.split_data_blends[1],
+                           &a.split_data_blends[2]};
+  for (int i = 0; i < 4; ++i) {
+    if (flags[i].second->empty()) continue;
+    absl::StatusOr<data::Blend> blend = data::ParseBlend(flags[i].first, *flags[i].second);
+    if (!blend.ok()) return blend.status();
+    for (std::string& prefix : blend->prefixes) {
+      prefix = varuna::ResolveUserPath(prefix);
+      for (const char* extension : {".idx", ".bin"}) {
+        const std::string file = prefix + extension;
+        if (access(file.c_str(), R_OK) != 0) {
+          return Invalid(absl::StrCat(
+              flags[i].first, ": no dataset at ", prefix, " (", file,
+              " cannot be read): give the prefix preprocess_data wrote, without .bin/.idx"));
+        }
+      }
+    }
+    *blends[i] = *std::move(blend);
+  }
+  return absl::OkStatus();
 }
 
 // --stage-segments: comma-separated stage sizes, each >= 1 (checked against the stage map and
@@ -390,11 +621,13 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
   for (const char* name :
        {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
         "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
-        "metrics-file", "tokenizer-model", "warmup"}) {
+        "metrics-file", "tokenizer-model", "warmup", "global-batch-size", "train-samples",
+        "lr-decay-iters", "make-vocab-size-divisible-by"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
   }
-  if (a.data_path.empty()) ApplySampleRunDefaults(a);
+  if (!a.HasDataPaths()) ApplySampleRunDefaults(a);
   if (absl::Status status = Validate(a); !status.ok()) return status;
+  if (absl::Status status = ParseDataPaths(a); !status.ok()) return status;
   absl::StatusOr<std::vector<int>> sizes =
       ParseNumberList({"profile-micro-batches", 1, "size", "micro-batch sizes", "1,2,4,8 or 1-24"},
                       a.profile_micro_batches);

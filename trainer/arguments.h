@@ -6,11 +6,13 @@
 #ifndef VARUNA_TRAINER_ARGUMENTS_H_
 #define VARUNA_TRAINER_ARGUMENTS_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/blend.h"
 
 namespace trainer {
 
@@ -29,7 +31,18 @@ struct TrainerArguments {
   bool print_model_summary = false;  // Print the per-segment summary and exit.
 
   // Data.
-  std::string data_path;  // Prefix of <...>.bin/.idx; empty: the bundled sample corpus.
+  // Megatron's data flags, each a list of words as given: --data-path (one prefix of
+  // <prefix>.bin/.idx, or weighted prefixes "W1 P1 W2 P2 ...", split by --split per dataset), or
+  // --train-data-path / --valid-data-path / --test-data-path (each split from the whole of its
+  // own datasets, each optionally weighted). None of them: the bundled sample corpus.
+  std::vector<std::string> data_path;
+  std::vector<std::string> train_data_path;
+  std::vector<std::string> valid_data_path;
+  std::vector<std::string> test_data_path;
+  // Those flags read by data::ParseBlend, the prefixes made absolute (ResolveUserPath) and
+  // checked to exist; split_data_blends is indexed by data::Split.
+  data::Blend data_blend;
+  std::array<data::Blend, 3> split_data_blends;
   std::string split = "969,30,1";
   // The tokenizer, by Megatron's flags (data/tokenizer_status.h): SentencePieceTokenizer with
   // --tokenizer-model, or GPT2BPETokenizer with --vocab-file and --merge-file; --tokenizer-type
@@ -47,12 +60,31 @@ struct TrainerArguments {
 
   // Training.
   int batch_size = 8;  // Per data-parallel replica.
+  // Megatron's --global-batch-size: examples per step over all replicas; 0: --batch-size x D.
+  // Once D is known (ApplyJobShape, trainer/job_shape.h), batch_size = global / D.
+  int global_batch_size = 0;
   int64_t train_iters = 300;
+  // Megatron's sample-based training: --train-samples / global batch iterations (rounded down);
+  // then the LR schedule counts samples. 0: iteration-based.
+  int64_t train_samples = 0;
   double lr = 1.5e-4;
   double min_lr = 0;
-  std::string lr_decay_style = "linear";
-  int64_t lr_decay_iters = 0;  // 0: --train-iters.
-  double warmup = 0.01;        // Fraction of --lr-decay-iters.
+  std::string lr_decay_style = "linear";           // also inverse-square-root, WSD
+  int64_t lr_decay_iters = 0;                      // 0: --train-iters.
+  int64_t lr_decay_samples = 0;                    // 0: --train-samples.
+  double warmup = 0.01;                            // Fraction of the decay (--lr-warmup-fraction).
+  int64_t lr_warmup_iters = 0;                     // Megatron's; instead of --warmup.
+  int64_t lr_warmup_samples = 0;                   // Megatron's, with --train-samples.
+  std::string lr_wsd_decay_style = "exponential";  // WSD's final decay (Megatron's default)
+  int64_t lr_wsd_decay_iters = 0;                  // WSD's final decay, in iterations
+  int64_t lr_wsd_decay_samples = 0;                // or in samples
+  // Checkpoint and exit after this many minutes of the run, as SIGTERM does; 0: never.
+  double exit_duration_in_mins = 0;
+  // Megatron's activation recomputation flags, checked against what --schedule does
+  // (trainer/job_shape.h): "" or full; "" or uniform or block; 0 or the layers per stage.
+  std::string recompute_granularity;
+  std::string recompute_method;
+  int recompute_num_layers = 0;
   double weight_decay = 0.01;
   double clip_grad = 1.0;
   double adam_beta1 = 0.9;
@@ -80,6 +112,16 @@ struct TrainerArguments {
   int64_t keep_last = 0;          // Keep the newest N complete checkpoints; 0: all.
   std::string checkpoint_tmpdir;  // Stage checkpoints here (Varuna's tempdir); empty: none.
   bool shard = false;             // Replicas split the checkpoint writing (Varuna's --shard).
+  // Megatron's loading flags (trainer/run_checkpoint.h). --finetune: the --load checkpoint's
+  // weights only, from iteration 0 with a fresh optimizer, LR schedule, loss scale, RNG and data
+  // position. --no-load-optim: the weights, iteration and data position, a fresh optimizer (and
+  // so LR schedule, which follows the optimizer's steps). --no-load-rng: this run's --seed
+  // generators, not the checkpoint's.
+  bool finetune = false;
+  bool load_optim = true;
+  bool load_rng = true;
+  // --use-checkpoint-args: the model's shape flags from the --load checkpoint's model record.
+  bool use_checkpoint_args = false;
   std::string metrics_file;
   // TensorBoard (Megatron's flags): scalars in event files in --tensorboard-dir, from rank 0.
   std::string tensorboard_dir;
@@ -143,6 +185,11 @@ struct TrainerArguments {
   std::string help;  // The flag table, filled when help_requested.
 
   bool WasGiven(const std::string& name) const;
+  // Whether any of the data-path flags was given (otherwise: the sample run).
+  bool HasDataPaths() const {
+    return !data_path.empty() || !train_data_path.empty() || !valid_data_path.empty() ||
+           !test_data_path.empty();
+  }
   // The sample run with GPT-2's own files: --tokenizer-type=GPT2BPETokenizer and neither
   // --vocab-file nor --merge-file (the trainer finds them in its runfiles).
   bool UsesBundledGpt2() const;

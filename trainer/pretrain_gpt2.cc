@@ -27,8 +27,10 @@
 #include "trainer/arguments.h"
 #include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
+#include "trainer/exit_duration.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
+#include "trainer/job_shape.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/profile_mode.h"
 #include "trainer/run_checkpoint.h"
@@ -103,15 +105,20 @@ void ReportEngine(const TrainerArguments& a, const GptEngine& gpt, RunReport& re
                   : "> residual adds: unfused linear + dropout + add (--no-bias-dropout-fusion)");
 }
 
-// Trains from `state`: step, report, evaluate, checkpoint, until --train-iters, a stop or
-// --exit-interval; then the last checkpoint (a run that took no step rewrites nothing) and,
-// unless stopped, the final evaluations.
+// Trains from `state`: step, report, evaluate, checkpoint, until --train-iters, a stop (a
+// signal, or --exit-duration-in-mins: `exit_duration`) or --exit-interval; then the last
+// checkpoint (a run that took no step rewrites nothing) and, unless stopped, the final
+// evaluations.
 absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptData& data,
                    const RunRecord& record, const IterationCost& cost, TrainingState state,
-                   const StopSignal& stop_signal, RunReport& report) {
+                   const StopSignal& stop_signal, const ExitDuration& exit_duration,
+                   RunReport& report) {
   const int64_t first_iteration = state.iteration;
   const LrSchedule schedule(LearningRateSchedule(a));
-  const auto stop_requested = [&stop_signal] { return stop_signal.requested(); };
+  // The engine agrees on a stop across ranks, so all stop at the same step.
+  const auto stop_requested = [&stop_signal, &exit_duration] {
+    return stop_signal.requested() || exit_duration.Expired();
+  };
   const auto every = [&state](int64_t interval) {
     return interval > 0 && state.iteration % interval == 0;
   };
@@ -143,12 +150,15 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     }
     if (result->stop) {
       stopped = true;
-      report.Info(absl::StrFormat(
-          "stop requested (%s) at iteration %d: %s",
-          *stop_signal.signal_name() ? stop_signal.signal_name() : "a signal on another rank",
-          state.iteration,
-          a.save.empty() ? "exiting without a checkpoint (no --save)"
-                         : "checkpointing and exiting"));
+      std::string why = stop_signal.signal_name();
+      if (why.empty()) {
+        why = exit_duration.Expired()       ? exit_duration.Describe()
+              : a.exit_duration_in_mins > 0 ? "a signal or --exit-duration-in-mins on another rank"
+                                            : "a signal on another rank";
+      }
+      report.Info(absl::StrFormat("stop requested (%s) at iteration %d: %s", why, state.iteration,
+                                  a.save.empty() ? "exiting without a checkpoint (no --save)"
+                                                 : "checkpointing and exiting"));
       break;
     }
     if (every(a.eval_interval) && state.iteration < a.train_iters) {
@@ -197,6 +207,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   // keep the signals' default actions.
   std::optional<StopSignal> stop_signal;
   if (!a.profiling && !a.print_model_summary) stop_signal.emplace();
+  const ExitDuration exit_duration(a.exit_duration_in_mins, std::chrono::steady_clock::now());
 
   // 1. Everything that can be checked without touching a file is checked first.
   absl::StatusOr<Vocabulary> vocabulary = KnownVocabulary(a);
@@ -271,7 +282,12 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
                       "%.3g GFLOP per iteration (Megatron's formula)",
                       a.preset, a.train_iters, device_name, c10::toString(options->dtype),
                       cost.global_batch, config->seq_length, cost.flops / 1e9));
-  return Train(a, *gpt->varuna, **data, record, cost, *state, *stop_signal, report);
+  if (a.train_samples > 0) {
+    report.Info(absl::StrFormat(
+        "> setting training iterations to %d (--train-samples=%d / global batch %d, rounded down)",
+        a.train_iters, a.train_samples, cost.global_batch));
+  }
+  return Train(a, *gpt->varuna, **data, record, cost, *state, *stop_signal, exit_duration, report);
 }
 
 // "pretrain_gpt2: error: <message>" on stderr; returns `code`.
@@ -300,6 +316,20 @@ int main(int argc, char** argv) {
   absl::StatusOr<varuna::LaunchEnvironment> launch =
       varuna::LaunchEnvironment::Read(varuna::ProcessEnvironment());
   if (!launch.ok()) return trainer::Fail(launch.status(), 2);
+  // --use-checkpoint-args: the model's shape from the --load checkpoint, before anything reads it.
+  if (arguments->use_checkpoint_args) {
+    absl::StatusOr<std::string> taken = trainer::UseCheckpointArgs(*arguments);
+    if (!taken.ok()) return trainer::Fail(taken.status(), 2);
+    if (trainer::ProcessRank(*arguments, *launch) == 0) std::printf("%s\n", taken->c_str());
+  }
+  // The flags whose meaning needs D x P (--global-batch-size, --train-samples, --recompute-*).
+  // A malformed --stage_to_rank_map is reported by the set-up, with the other layout errors.
+  if (absl::StatusOr<trainer::JobShape> shape = trainer::JobShapeOf(*arguments, *launch);
+      shape.ok()) {
+    if (absl::Status s = trainer::ApplyJobShape(*arguments, *shape); !s.ok()) {
+      return trainer::Fail(s, 2);
+    }
+  }
   // --deterministic: before anything touches CUDA, since cuBLAS reads its workspace setting
   // once, when it initializes.
   std::vector<std::string> mode_lines;

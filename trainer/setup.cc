@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -198,9 +199,28 @@ LrScheduleOptions LearningRateSchedule(const TrainerArguments& a) {
   LrScheduleOptions options;
   options.max_lr = a.lr;
   options.min_lr = a.min_lr;
-  options.style = *ParseLrDecayStyle(a.lr_decay_style);  // checked by ParseArguments
-  options.decay_steps = a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters;
-  options.warmup_steps = static_cast<int64_t>(a.warmup * static_cast<double>(options.decay_steps));
+  options.style = *ParseLrDecayStyle(a.lr_decay_style);           // checked by ParseArguments
+  options.wsd_style = *ParseWsdDecayStyle(a.lr_wsd_decay_style);  // and this one
+  // Megatron's: in samples with --train-samples (each step advances the global batch), else in
+  // iterations; a warmup given as a count, else the fraction (--warmup) of the decay, rounded
+  // down to whole iterations as this trainer always has (Megatron keeps f x T unrounded, so
+  // its first step runs at lr 0 even when f x T < 1).
+  const bool samples = a.train_samples > 0;
+  const int64_t warmup_count = samples ? a.lr_warmup_samples : a.lr_warmup_iters;
+  if (samples) {
+    options.units_per_step = a.global_batch_size > 0 ? a.global_batch_size : a.batch_size;
+    options.decay_steps = a.lr_decay_samples > 0 ? a.lr_decay_samples : a.train_samples;
+    options.wsd_decay_steps = a.lr_wsd_decay_samples;
+  } else {
+    options.decay_steps = a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters;
+    options.wsd_decay_steps = a.lr_wsd_decay_iters;
+  }
+  const double fraction = a.warmup * static_cast<double>(options.decay_steps);
+  if (warmup_count > 0 && !a.WasGiven("warmup")) {
+    options.warmup_steps = static_cast<double>(warmup_count);
+  } else {
+    options.warmup_steps = samples ? fraction : std::floor(fraction);
+  }
   return options;
 }
 
@@ -298,7 +318,9 @@ absl::StatusOr<std::unique_ptr<TrainingLog>> OpenTrainingLog(const TrainerArgume
 absl::StatusOr<TrainingInputs> PrepareInputs(const TrainerArguments& a, const std::string& argv0,
                                              bool rank0, TrainingLog& log,
                                              const std::function<bool()>& stop_requested) {
-  TrainingInputs inputs{ResolveUserPath(a.data_path), TokenizerFlags(a)};
+  // One dataset's prefix; a blend's datasets are in a.data_blend / a.split_data_blends.
+  TrainingInputs inputs{a.data_blend.prefixes.size() == 1 ? a.data_blend.prefixes[0] : "",
+                        TokenizerFlags(a)};
   if (!a.sample_run) return inputs;
   absl::StatusOr<std::string> corpus = FindRunfile(argv0, kSampleCorpus);
   if (!corpus.ok()) return corpus.status();
@@ -401,21 +423,54 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
     if (!described.ok()) return described.status();
     vocabulary.tokenizer = *std::move(described);
   }
-  // The tokenizer preprocess_data recorded beside the dataset, against the one given.
-  absl::StatusOr<std::optional<data::DatasetTokenizer>> recorded =
-      data::ReadDatasetTokenizer(inputs.data_prefix);
-  if (!recorded.ok()) return recorded.status();
-  if (recorded->has_value() && vocabulary.tokenizer) {
-    std::string warning;
-    if (absl::Status s = data::CheckDatasetTokenizer(inputs.data_prefix, **recorded,
-                                                     *vocabulary.tokenizer, &warning);
-        !s.ok()) {
-      return s;
-    }
-    if (!warning.empty()) log.Info(absl::StrCat("> warning: ", warning));
-  }
+  // Every dataset: the sample corpus, --data-path's, or each split's (in that order).
   GptDataOptions options;
   options.data_prefix = inputs.data_prefix;
+  if (!a.sample_run) {
+    options.blend = a.data_blend;
+    options.split_blends = a.split_data_blends;
+  }
+  std::vector<std::string> prefixes;
+  for (const data::Blend* blend : {&options.blend, &options.split_blends[0],
+                                   &options.split_blends[1], &options.split_blends[2]}) {
+    for (const std::string& prefix : blend->prefixes) {
+      if (std::find(prefixes.begin(), prefixes.end(), prefix) == prefixes.end()) {
+        prefixes.push_back(prefix);
+      }
+    }
+  }
+  if (prefixes.empty()) prefixes.push_back(inputs.data_prefix);
+  // The tokenizer preprocess_data recorded beside each dataset, against the one given; without
+  // a tokenizer, the records of a blend's datasets against each other (one vocabulary for all).
+  std::vector<std::string> unrecorded;
+  std::optional<std::pair<std::string, data::DatasetTokenizer>> first_record;
+  for (const std::string& prefix : prefixes) {
+    absl::StatusOr<std::optional<data::DatasetTokenizer>> recorded =
+        data::ReadDatasetTokenizer(prefix);
+    if (!recorded.ok()) return recorded.status();
+    if (!recorded->has_value()) {
+      unrecorded.push_back(prefix);
+      continue;
+    }
+    std::string warning;
+    if (vocabulary.tokenizer) {
+      if (absl::Status s =
+              data::CheckDatasetTokenizer(prefix, **recorded, *vocabulary.tokenizer, &warning);
+          !s.ok()) {
+        return s;
+      }
+    } else if (first_record) {
+      if (absl::Status s =
+              data::CheckDatasetTokenizer(prefix, **recorded, first_record->second, &warning);
+          !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the datasets of a blend must share one tokenizer, but ", prefix,
+                         " differs from ", first_record->first, ": ", s.message()));
+      }
+    }
+    if (!first_record) first_record.emplace(prefix, **recorded);
+    if (!warning.empty()) log.Info(absl::StrCat("> warning: ", warning));
+  }
   options.vocab_size = vocabulary.size;
   options.split = a.split;
   options.seq_length = config.seq_length;
@@ -431,15 +486,20 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
   options.batch.eod_mask_loss = a.eod_mask_loss;
   options.batch.reset_position_ids = a.reset_position_ids;
   options.batch.reset_attention_mask = a.reset_attention_mask;
+  options.progress = [&log](const std::string& line) { log.Info(line); };
   absl::StatusOr<std::unique_ptr<GptData>> data = GptData::Open(options);
-  if (data.ok() && !recorded->has_value()) {
+  if (!data.ok()) return data;
+  for (const auto& indexed : (*data)->datasets()) {
+    if (std::find(unrecorded.begin(), unrecorded.end(), indexed->prefix()) == unrecorded.end()) {
+      continue;
+    }
     // Open checked every token id against the vocabulary; nothing more can be checked.
     log.Info(absl::StrFormat(
         "> warning: %s has no tokenizer record (%s; Megatron's tools write none), so the "
         "tokenizer cannot be checked against the data: every token id is below the %d of the "
         "vocabulary (the largest is %d); make sure the data was tokenized with this tokenizer",
-        inputs.data_prefix, data::DatasetTokenizerPath(inputs.data_prefix), vocabulary.size,
-        (*data)->indexed().largest_token_id()));
+        indexed->prefix(), data::DatasetTokenizerPath(indexed->prefix()), vocabulary.size,
+        indexed->largest_token_id()));
   }
   return data;
 }

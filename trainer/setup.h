@@ -71,7 +71,9 @@ absl::StatusOr<varuna::VarunaOptions> EngineOptions(const TrainerArguments& a,
                                                     const varuna::LaunchEnvironment& launch);
 
 // The learning-rate schedule of the flags (--lr, --min-lr, --lr-decay-style, --lr-decay-iters,
-// --warmup), whose steps are applied optimizer steps.
+// --warmup, --lr-warmup-iters, the WSD flags; with --train-samples the sample-based ones, counted
+// in samples of the global batch as resolved by ApplyJobShape), whose steps are applied
+// optimizer steps.
 LrScheduleOptions LearningRateSchedule(const TrainerArguments& a);
 
 // InvalidArgument when a flag needs the EOD token (--eod-mask-loss, --reset-position-ids,

@@ -2,6 +2,7 @@
 // that iteration and exit 0 (Varuna's on-demand checkpoint before a preemption; a launcher
 // forwards both to its workers). While a StopSignal exists, those signals only set a flag;
 // the training loop reads it once per step and the engine agrees on it across ranks.
+// Megatron's --exit-duration-in-mins stops the loop the same way (trainer/exit_duration.h).
 //
 // A signal handler can reach nothing but process-wide state, so the flag is the one
 // process-wide variable here; at most one StopSignal may exist at a time.

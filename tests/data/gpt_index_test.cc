@@ -197,6 +197,30 @@ TEST(GptIndexTest, SecondBuildLoadsTheCacheWithoutRewriting) {
   EXPECT_NE(Values(third->shuffle_idx()), Values(first->shuffle_idx()));
 }
 
+TEST(GptIndexTest, ProgressSaysBuildingAndItsTimeOrOneLineWhenLoaded) {
+  const std::string prefix = MakeDir("progress") + "/data";
+  std::vector<std::string> lines;
+  GptIndexOptions options = Options("train", 10, 4);
+  options.progress = [&lines](const std::string& line) { lines.push_back(line); };
+  ASSERT_TRUE(GptIndex::BuildOrLoad(prefix, kGoldenSizes, {0, 9}, options).ok());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "> building the train sample and shuffle indices of " + prefix +
+                          " (9 documents, " + std::to_string([] {
+                            int64_t tokens = 0;
+                            for (int d = 0; d < 9; ++d) tokens += kGoldenSizes[d];
+                            return tokens;
+                          }()) +
+                          " tokens) ...");
+  EXPECT_THAT(lines[1], HasSubstr("> ... done in "));
+  EXPECT_THAT(lines[1], HasSubstr(" s: "));
+  // Loaded: one line, with the samples the index holds (11; 10 were asked for).
+  lines.clear();
+  ASSERT_TRUE(GptIndex::BuildOrLoad(prefix, kGoldenSizes, {0, 9}, options).ok());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "> loaded the train sample index of 11 samples from " +
+                          GptIndexCachePaths(prefix, options).shuffle_idx);
+}
+
 TEST(GptIndexTest, CacheDirectoryKeepsTheDataDirectoryUntouched) {
   const std::string data_dir = MakeDir("readonly_data");
   const std::string cache_dir = MakeDir("index_cache");

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <sstream>
@@ -281,13 +283,140 @@ TEST_F(PreprocessTest, LogsProgressAndSummary) {
   options.log_interval = 2;
   auto stats = Preprocess(options);
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_THAT(log.str(), AllOf(HasSubstr("Processed 2 documents ("), HasSubstr("Processed 4 "),
-                               HasSubstr(" docs/s, "), HasSubstr(" MB/s, "),
-                               HasSubstr("Wrote " + stats->dataset_prefix +
-                                         ".bin/.idx: 5 "
-                                         "documents (0 empty skipped)")));
-  EXPECT_EQ(ProgressLine(12000, 2310000, 1234567, 2.0),
+  EXPECT_THAT(log.str(),
+              AllOf(HasSubstr("Processed 2 documents ("), HasSubstr("Processed 4 "),
+                    HasSubstr(" docs/s, "), HasSubstr(" MB/s, "), HasSubstr(" of 33 B ("),
+                    HasSubstr("Wrote " + stats->dataset_prefix +
+                              ".bin/.idx: 5 "
+                              "documents (0 empty skipped)")));
+  // Nothing of the progress goes into the output files: they are the dataset's alone.
+  ExpectDataset(stats->dataset_prefix, {"One.", "Two.", "Three.", "Four.", "Five."});
+}
+
+TEST(ProgressLineTest, SaysTheShareDoneAndTheTimeLeft) {
+  // Without the inputs' size: Megatron's line with the tokens.
+  EXPECT_EQ(ProgressLine({12000, 1234567, 2310000, 0, 2.0}),
             "Processed 12000 documents (6000.0 docs/s, 1.16 MB/s, 1234567 tokens)");
+  // 4.44 MB of 120 MB in 5 s: 3.7% done, 115.56 MB left at 0.888 MB/s = 130.1 s.
+  EXPECT_EQ(ProgressLine({12345, 987654, 4440000, 120000000, 5.0}),
+            "Processed 12345 documents (2469.0 docs/s, 0.89 MB/s, 987654 tokens): 4.4 MB of "
+            "120.0 MB (3.7%), about 2 min 10 s left");
+  // Nothing read yet, or no time passed: no rate to estimate from.
+  EXPECT_EQ(ProgressLine({0, 0, 0, 2500, 1.0}),
+            "Processed 0 documents (0.0 docs/s, 0.00 MB/s, 0 tokens): 0 B of 2.5 kB (0.0%), time "
+            "left unknown");
+  EXPECT_THAT(ProgressLine({1, 5, 100, 2500, 0.0}), HasSubstr("(4.0%), time left unknown"));
+  // All read.
+  EXPECT_THAT(ProgressLine({7, 70, 2500, 2500, 3.0}),
+              HasSubstr(": 2.5 kB of 2.5 kB (100.0%), about 0 s left"));
+  // 1 GB of 3 GB in 1000 s: 2000 s left.
+  EXPECT_THAT(ProgressLine({1, 1, 1000000000, 3000000000, 1000.0}),
+              HasSubstr(": 1.00 GB of 3.00 GB (33.3%), about 33 min 20 s left"));
+
+  EXPECT_DOUBLE_EQ(SecondsLeft(25, 100, 10.0), 30.0);
+  EXPECT_DOUBLE_EQ(SecondsLeft(100, 100, 10.0), 0.0);
+  EXPECT_LT(SecondsLeft(0, 100, 10.0), 0.0);
+  EXPECT_LT(SecondsLeft(25, 100, 0.0), 0.0);
+
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(999), "999 B");
+  EXPECT_EQ(FormatBytes(1000), "1.0 kB");
+  EXPECT_EQ(FormatBytes(4500000), "4.5 MB");
+  EXPECT_EQ(FormatBytes(1250000000), "1.25 GB");
+
+  EXPECT_EQ(FormatDuration(0), "0 s");
+  EXPECT_EQ(FormatDuration(59.4), "59 s");
+  EXPECT_EQ(FormatDuration(59.6), "1 min 0 s");
+  EXPECT_EQ(FormatDuration(130.1), "2 min 10 s");
+  EXPECT_EQ(FormatDuration(3725), "1 h 2 min");
+  EXPECT_EQ(FormatDuration(7199), "2 h 0 min");
+}
+
+// A clock that reads 0, 2, 4, ... seconds, one step per reading.
+std::function<double()> SteppingClock(double* now) {
+  return [now] {
+    const double reading = *now;
+    *now += 2;
+    return reading;
+  };
+}
+
+TEST_F(PreprocessTest, ProgressLinesCountTheInputBytesOfEachDocument) {
+  const std::vector<std::string> documents = {"The cat sleeps.", "Birds sing.",
+                                              "Fresh bread and fish.", "A dog.", "Trees."};
+  std::string text;
+  std::vector<int64_t> bytes_after;  // input bytes through each document
+  for (const std::string& document : documents) {
+    text += JsonLine(document);
+    bytes_after.push_back(static_cast<int64_t>(text.size()));
+  }
+  const std::string input = TempPath("progress.jsonl");
+  WriteFile(input, text);
+  std::vector<int64_t> tokens_after;
+  int64_t tokens = 0;
+  for (const std::string& document : documents) {
+    tokens += static_cast<int64_t>(tokenizer_->Encode(document).size()) + 1;  // + EOD
+    tokens_after.push_back(tokens);
+  }
+  const int64_t total = static_cast<int64_t>(text.size());
+
+  // Every 2 documents: the clock is read at the start, at each line and at the end.
+  PreprocessOptions options = Options({input}, "progress");
+  std::ostringstream log;
+  double now = 100;
+  options.log = &log;
+  options.log_interval = 2;
+  options.log_seconds = 0;
+  options.clock = SteppingClock(&now);
+  auto stats = Preprocess(options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_DOUBLE_EQ(stats->seconds, 6.0);
+  EXPECT_EQ(stats->input_bytes, total);
+  std::istringstream lines(log.str());
+  std::string first, second, summary;
+  std::getline(lines, first);
+  std::getline(lines, second);
+  std::getline(lines, summary);
+  EXPECT_EQ(first, ProgressLine({2, tokens_after[1], bytes_after[1], total, 2.0}));
+  EXPECT_EQ(second, ProgressLine({4, tokens_after[3], bytes_after[3], total, 4.0}));
+  char share[128];
+  std::snprintf(share, sizeof(share), ": %d B of %d B (%.1f%%), about %s left",
+                static_cast<int>(bytes_after[1]), static_cast<int>(total),
+                100.0 * bytes_after[1] / total,
+                FormatDuration(2.0 * (total - bytes_after[1]) / bytes_after[1]).c_str());
+  EXPECT_THAT(first, HasSubstr(share));
+  EXPECT_THAT(summary, HasSubstr("Wrote " + stats->dataset_prefix + ".bin/.idx: 5 documents"));
+
+  // By time: a line once 3 s have passed since the last (the clock moves 2 s per document).
+  options = Options({input}, "progress_by_time");
+  std::ostringstream timed;
+  now = 0;
+  options.log = &timed;
+  options.log_interval = 0;
+  options.log_seconds = 3;
+  options.clock = SteppingClock(&now);
+  stats = Preprocess(options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  std::istringstream timed_lines(timed.str());
+  std::getline(timed_lines, first);
+  std::getline(timed_lines, second);
+  std::getline(timed_lines, summary);
+  EXPECT_EQ(first, ProgressLine({2, tokens_after[1], bytes_after[1], total, 4.0}));
+  EXPECT_EQ(second, ProgressLine({4, tokens_after[3], bytes_after[3], total, 8.0}));
+  EXPECT_THAT(summary, HasSubstr("Wrote " + stats->dataset_prefix + ".bin/.idx: 5 documents"));
+  EXPECT_DOUBLE_EQ(stats->seconds, 12.0);
+  ExpectDataset(stats->dataset_prefix, documents);
+}
+
+TEST_F(PreprocessTest, NegativeLogSecondsIsRefused) {
+  PreprocessOptions options = Options({TempPath("unused.txt")}, "negative");
+  options.log_seconds = -1;
+  auto stats = Preprocess(options);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(stats.status().message()),
+              AllOf(HasSubstr("--log-seconds=-1"), HasSubstr("must be >= 0")));
+  ExpectNoOutput(TempPath("negative"));
 }
 
 TEST_F(PreprocessTest, BadJsonLineNamesFileAndLineAndWritesNothing) {

@@ -1,16 +1,18 @@
 // GptData sizes its splits as Megatron (2020) does, so that the same data gives the same
-// validation and test samples.
+// validation and test samples, and sizes blends as Megatron's BlendedMegatronDatasetBuilder.
 #include "trainer/gpt_data.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "data/indexed_dataset.h"
+#include "data/npy.h"
 #include "gtest/gtest.h"
 
 namespace trainer {
@@ -83,6 +85,73 @@ TEST(GptDataTest, EvaluationBatchesAreTheFirstOnesOfTheSplit) {
   ASSERT_TRUE(first.ok() && again.ok() && second_replica.ok());
   EXPECT_TRUE(first->at("input_ids").equal(again->at("input_ids")));
   EXPECT_FALSE(first->at("input_ids").equal(second_replica->at("input_ids")));
+}
+
+// --data-path 0.3 A 0.7 B: each dataset's index is asked for its share plus 0.5%, per split.
+TEST(GptDataTest, ABlendAsksEachDatasetForItsSharePlusTheSurplus) {
+  const std::string a = MakeCorpus("blend_a"), b = MakeCorpus("blend_b");
+  GptDataOptions options = Options(a);
+  options.blend = data::Blend{{a, b}, {3, 7}};
+  std::vector<std::string> progress;
+  options.progress = [&progress](const std::string& line) { progress.push_back(line); };
+  auto data = GptData::Open(options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  // Train 150: 45 and 105, asked 46 and 106; valid 36: 11 and 26, asked 12 and 27; test 12: 4
+  // and 9 (ceil(8.4)), asked 5 and 10.
+  EXPECT_TRUE(Exists(a + "_train_indexmap_46ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(b + "_train_indexmap_106ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(a + "_valid_indexmap_12ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(b + "_valid_indexmap_27ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(a + "_test_indexmap_5ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(b + "_test_indexmap_10ns_16sl_1234s_doc_idx.npy"));
+  const std::string described = (*data)->Describe();
+  EXPECT_NE(described.find("train: blend of 150 samples of 16 tokens over 2 datasets: 30.0% of " +
+                           a + " (45 of its "),
+            std::string::npos)
+      << described;
+  EXPECT_NE(described.find("valid: blend of 37 samples"), std::string::npos) << described;
+  EXPECT_NE(described.find("test: blend of 13 samples"), std::string::npos) << described;
+  EXPECT_EQ((*data)->datasets().size(), 2u);
+  EXPECT_NE((*data)->Fingerprint(), (*data)->indexed().Fingerprint());
+  // Two index lines (building, done) per dataset and split, two per blend.
+  EXPECT_EQ(progress.size(), 3u * (2 * 2 + 2));
+  EXPECT_EQ(progress[4], "> building the train blend index of 150 samples over 2 datasets ...");
+  // Batches come from both datasets: the same step twice gives the same tokens.
+  auto first = (*data)->TrainBatch(6);
+  auto again = (*data)->TrainBatch(6);
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_TRUE(first->at("input_ids").equal(again->at("input_ids")));
+}
+
+// --train-data-path A --valid-data-path B: each split from the whole of its own dataset; no test.
+TEST(GptDataTest, PerSplitPathsTakeWholeDatasets) {
+  const std::string a = MakeCorpus("split_a"), b = MakeCorpus("split_b");
+  GptDataOptions options = Options(a);
+  options.split_blends[0] = data::Blend{{a}, {}};
+  options.split_blends[1] = data::Blend{{b}, {2}};  // One weighted prefix: that dataset alone.
+  auto data = GptData::Open(options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_TRUE(Exists(a + "_train_indexmap_150ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(b + "_valid_indexmap_36ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_FALSE(Exists(a + "_valid_indexmap_36ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE((*data)->has(data::Split::kValid));
+  EXPECT_FALSE((*data)->has(data::Split::kTest));
+  // All 400 documents of B, not --split's 15% (documents 320 to 379).
+  auto doc_idx = data::NpyArray::Load(b + "_valid_indexmap_36ns_16sl_1234s_doc_idx.npy");
+  ASSERT_TRUE(doc_idx.ok()) << doc_idx.status();
+  int64_t lowest = 400, highest = -1;
+  for (int64_t i = 0; i < doc_idx->size(); ++i) {
+    lowest = std::min(lowest, doc_idx->Get(i));
+    highest = std::max(highest, doc_idx->Get(i));
+  }
+  EXPECT_EQ(lowest, 0);
+  EXPECT_EQ(highest, 399);
+
+  // Without validation data, evaluation is refused with the flag to give.
+  options.split_blends[1] = data::Blend{};
+  auto refused = GptData::Open(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("give --valid-data-path"), std::string::npos);
 }
 
 }  // namespace

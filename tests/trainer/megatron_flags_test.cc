@@ -15,6 +15,7 @@ namespace trainer {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -60,6 +61,43 @@ TEST(MegatronFlagsTest, MegatronsNamesOfFlagsWeHave) {
   EXPECT_EQ(a->chunk_size, 2);
   EXPECT_EQ(a->batch_size, 8);
   EXPECT_DOUBLE_EQ(a->warmup, 0.25);
+}
+
+// Megatron's batch, length, schedule, exit and recompute flags are taken (their meanings:
+// tests/trainer/job_shape_test.cc), in Megatron's space-separated form too.
+TEST(MegatronFlagsTest, MegatronsBatchScheduleAndExitFlagsAreTaken) {
+  absl::StatusOr<TrainerArguments> a =
+      ParseArguments({"--global-batch-size",     "16",         "--micro-batch-size",      "2",
+                      "--train-samples",         "1600",       "--lr-decay-samples",      "1200",
+                      "--lr-warmup-samples",     "160",        "--lr-decay-style",        "WSD",
+                      "--lr-wsd-decay-style",    "minus_sqrt", "--lr-wsd-decay-samples",  "400",
+                      "--exit-duration-in-mins", "230",        "--recompute-granularity", "full",
+                      "--recompute-method",      "uniform",    "--recompute-num-layers",  "1"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->global_batch_size, 16);
+  EXPECT_EQ(a->chunk_size, 2);
+  EXPECT_EQ(a->train_samples, 1600);
+  EXPECT_EQ(a->lr_decay_samples, 1200);
+  EXPECT_EQ(a->lr_warmup_samples, 160);
+  EXPECT_EQ(a->lr_decay_style, "WSD");
+  EXPECT_EQ(a->lr_wsd_decay_style, "minus_sqrt");
+  EXPECT_EQ(a->lr_wsd_decay_samples, 400);
+  EXPECT_DOUBLE_EQ(a->exit_duration_in_mins, 230);
+  EXPECT_EQ(a->recompute_granularity, "full");
+  EXPECT_EQ(a->recompute_method, "uniform");
+  EXPECT_EQ(a->recompute_num_layers, 1);
+  absl::StatusOr<TrainerArguments> iterations =
+      ParseArguments({"--train-iters", "100", "--lr-decay-iters", "80", "--lr-warmup-iters", "8",
+                      "--lr-decay-style", "inverse-square-root", "--lr-wsd-decay-iters", "10"});
+  ASSERT_TRUE(iterations.ok()) << iterations.status();
+  EXPECT_EQ(iterations->lr_warmup_iters, 8);
+  EXPECT_EQ(iterations->lr_wsd_decay_iters, 10);
+  // None of them is in the table of refused flags.
+  for (const UnsupportedMegatronFlag& flag : UnsupportedMegatronFlags()) {
+    EXPECT_THAT(std::string(flag.name),
+                Not(AnyOf(StartsWith("lr-"), StartsWith("recompute"), StartsWith("global-batch"),
+                          StartsWith("micro-batch"), StartsWith("train-"), StartsWith("exit-"))));
+  }
 }
 
 }  // namespace

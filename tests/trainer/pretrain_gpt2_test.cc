@@ -315,7 +315,23 @@ TEST_F(PretrainGpt2Test, RefusesACheckpointOfAnotherModel) {
   // Megatron's words around a save, then our timing.
   EXPECT_THAT(saved.exit.output, HasSubstr("saving checkpoint at iteration 2 to " + ckpt + "\n"));
   EXPECT_THAT(saved.exit.output,
-              HasSubstr("successfully saved checkpoint at iteration 2 to " + ckpt + " in "));
+              HasSubstr("successfully saved checkpoint at iteration 2 to " + ckpt + " (took "));
+  EXPECT_THAT(saved.exit.output,
+              ::testing::ContainsRegex("saved checkpoint at iteration 2 to [^\n]* \\(took "
+                                       "[0-9]+\\.[0-9][0-9] s\\)\n"));
+  // A load says when it starts and how long it took, as Megatron's does.
+  Result loaded = Run(Plus(TinyModel(), {"--train-iters=3", "--load=" + ckpt}), "loaded");
+  ASSERT_EQ(loaded.exit.code, 0) << Describe(loaded);
+  EXPECT_THAT(loaded.exit.output, HasSubstr("loading checkpoint from " + ckpt + "\n"));
+  EXPECT_THAT(loaded.exit.output,
+              HasSubstr("successfully loaded checkpoint from " + ckpt + " at iteration 2 (took "));
+  EXPECT_THAT(loaded.exit.output,
+              ::testing::ContainsRegex("loaded checkpoint from [^\n]* at iteration 2 \\(took "
+                                       "[0-9]+\\.[0-9][0-9] s\\)\n"));
+  Result at =
+      Run(Plus(TinyModel(), {"--train-iters=3", "--load=" + ckpt, "--load-iteration=2"}), "at");
+  ASSERT_EQ(at.exit.code, 0) << Describe(at);
+  EXPECT_THAT(at.exit.output, HasSubstr("loading checkpoint from " + ckpt + " at iteration 2\n"));
   Result r = Run(Plus(TinyModel(), {"--train-iters=4", "--load=" + ckpt, "--hidden-size=64"}), "b");
   EXPECT_EQ(r.exit.code, 1);
   EXPECT_THAT(r.exit.output, HasSubstr("was written for another model: --hidden-size: "
@@ -354,7 +370,17 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--profile-micro-batches=4-2"}, 2, "--profile-micro-batches=4-2: the range 4-2 is empty"},
       {{"--profile-micro-batches=1,0"}, 2, "micro-batch sizes must be at least 1"},
       {{"--profile-micro-batches=1,x"}, 2, "\"x\" is not a size or a range A-B"},
-      {{"--data-path=" + dir_ + "/missing"}, 1, dir_ + "/missing"},
+      {{"--data-path=" + dir_ + "/missing"}, 2, "--data-path: no dataset at " + dir_ + "/missing"},
+      {{"--data-path", "0.5", data_, "0.5", dir_ + "/missing"},
+       2,
+       "--data-path: no dataset at " + dir_ + "/missing ("},
+      {{"--data-path", "0.3", data_, "0.7"}, 2, "(a prefix without its weight?)"},
+      {{"--data-path", "1", data_, "-1", data_}, 2, "the weight -1 of " + data_ + " is negative"},
+      {{"--data-path", "0", data_, "0", data_}, 2, "the weights are all zero"},
+      {{"--data-path", "x", data_, "1", data_},
+       2,
+       "the weight \"x\" of " + data_ + " is not a number"},
+      {{"--test-data-path=" + data_}, 2, "exclude each other"},
       {{"--vocab-size=20"}, 1, "--vocab-size"},
       {{"--tokenizer-model=" + dir_ + "/none.model"}, 1, dir_ + "/none.model"},
       {{"--split=a,b"}, 1, "--split"},

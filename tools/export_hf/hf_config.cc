@@ -4,11 +4,13 @@ namespace tools {
 
 using varuna::json::Value;
 
-Value HuggingFaceConfigJson(const gpt2::ModelRecord& config, int64_t eos_token_id) {
+Value HuggingFaceConfigJson(const gpt2::ModelRecord& config, int64_t eos_token_id,
+                            bool trim_padded_vocab) {
   Value out = Value::object();
   out["model_type"] = "gpt2";
   out["architectures"] = Value::array({"GPT2LMHeadModel"});
-  out["vocab_size"] = config.vocab_size;
+  // The word embedding's rows: the trainer's softmax runs over all padded_vocab_size of them.
+  out["vocab_size"] = trim_padded_vocab ? config.vocab_size : config.padded_vocab_size;
   out["n_positions"] = config.max_position_embeddings;
   out["n_ctx"] = config.max_position_embeddings;
   out["n_embd"] = config.hidden_size;

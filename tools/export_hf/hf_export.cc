@@ -243,11 +243,12 @@ absl::Status CheckRecordedTokenizer(const data::DatasetTokenizer& recorded,
       difference, recorded.Flags()));
 }
 
-// Converts segment `segment`'s tensors to Hugging Face tensors appended to `out`. Keeps the
-// full wte.weight and lm_head_weight in *wte / *lm_head for the tie check.
-absl::Status ConvertSegment(const gpt2::ModelRecord& config, int segment, NamedTensors tensors,
-                            const std::string& source, NamedTensors* out, at::Tensor* wte,
-                            at::Tensor* lm_head) {
+// Converts segment `segment`'s tensors to Hugging Face tensors appended to `out`, the word
+// embedding with its first `vocab_rows` rows. Keeps the full wte.weight and lm_head_weight in
+// *wte / *lm_head for the tie check.
+absl::Status ConvertSegment(const gpt2::ModelRecord& config, int64_t vocab_rows, int segment,
+                            NamedTensors tensors, const std::string& source, NamedTensors* out,
+                            at::Tensor* wte, at::Tensor* lm_head) {
   gpt2::Gpt2Config shapes;  // only the sizes SegmentParameters reads
   shapes.num_layers = static_cast<int>(config.num_layers);
   shapes.hidden_size = static_cast<int>(config.hidden_size);
@@ -280,7 +281,7 @@ absl::Status ConvertSegment(const gpt2::ModelRecord& config, int segment, NamedT
     }
     if (spec.name == gpt2::kWordEmbeddingName) {
       *wte = tensor;
-      tensor = tensor.narrow(0, 0, config.vocab_size);
+      if (vocab_rows < tensor.size(0)) tensor = tensor.narrow(0, 0, vocab_rows);
     } else if (gpt2::TransposedInHuggingFace(spec.name)) {
       tensor = tensor.t();  // LibTorch Linear [out, in] -> Conv1D [in, out]
     }
@@ -372,6 +373,10 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
   parser.Add("iteration", &options.iteration, "the checkpoint to export (-1: the newest)", "1000");
   parser.Add("vocab-size", &options.vocab_size, "the real vocabulary (0: from the checkpoint)",
              "50257");
+  parser.Add("trim-padded-vocab", &options.trim_padded_vocab,
+             "export only the tokenizer's rows of the word embedding, not the padded ones the "
+             "model was trained with (transformers' loss then differs slightly from the "
+             "trainer's)");
   parser.SetMinimum("iteration", 0);  // given: an iteration of a saved checkpoint
   parser.SetMinimum("vocab-size", 1);
   std::vector<std::string> positional;
@@ -545,6 +550,30 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
         ")"));
   }
 
+  // The word embedding's rows: all the trainer's softmax ran over, or the real ones.
+  summary.vocab_rows = options.trim_padded_vocab ? config->vocab_size : config->padded_vocab_size;
+  const int64_t padded_ids = config->padded_vocab_size - config->vocab_size;
+  if (options.trim_padded_vocab && padded_ids > 0) {
+    summary.warnings.push_back(absl::StrCat(
+        "--trim-padded-vocab: the word embedding keeps ", config->vocab_size, " of its ",
+        config->padded_vocab_size, " rows, so the ", padded_ids,
+        " padded ids the model was trained with are no longer in the softmax: each real id's "
+        "probability is divided by 1 minus the share those rows had (a few 1e-4 for a trained "
+        "model), so transformers' loss comes out lower than the trainer's by about that share "
+        "(a few 1e-5 relative); leave the flag out to export the rows as trained"));
+  } else if (options.trim_padded_vocab) {
+    summary.notes.push_back(absl::StrCat("--trim-padded-vocab: nothing to trim, the vocabulary (",
+                                         config->vocab_size, ") was not padded"));
+  } else if (padded_ids > 0) {
+    summary.notes.push_back(absl::StrCat(
+        "vocab_size ", config->padded_vocab_size, " in config.json: the word embedding keeps the ",
+        padded_ids, " padded rows after the ", config->vocab_size,
+        " real ids, as the model was trained, so transformers' loss is the trainer's (the "
+        "tokenizer never produces ids ",
+        config->vocab_size, "..", config->padded_vocab_size - 1,
+        "); --trim-padded-vocab exports the real rows only"));
+  }
+
   // The tensors, one segment at a time so that only one segment's optimizer state is held.
   NamedTensors tensors;
   at::Tensor wte, lm_head;
@@ -557,8 +586,9 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
       if (!data.ok()) return data.status();
       segment_tensors = std::move(data->segments[segment]);
     }
-    if (absl::Status s = ConvertSegment(*config, segment, std::move(segment_tensors), source.dir,
-                                        &tensors, &wte, &lm_head);
+    if (absl::Status s =
+            ConvertSegment(*config, summary.vocab_rows, segment, std::move(segment_tensors),
+                           source.dir, &tensors, &wte, &lm_head);
         !s.ok()) {
       return s;
     }
@@ -580,7 +610,9 @@ absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options
     files.push_back(JsonFile("tokenizer_config.json", hf_tokenizer->tokenizer_config));
     files.push_back(JsonFile("special_tokens_map.json", hf_tokenizer->special_tokens_map));
   }
-  files.insert(files.begin(), JsonFile("config.json", HuggingFaceConfigJson(*config, eos)));
+  files.insert(
+      files.begin(),
+      JsonFile("config.json", HuggingFaceConfigJson(*config, eos, options.trim_padded_vocab)));
   files.push_back(
       JsonFile("generation_config.json", HuggingFaceGenerationConfigJson(eos, eos, pad)));
   if (absl::Status s = WriteFolder(out, tensors, files, &summary.bytes); !s.ok()) return s;

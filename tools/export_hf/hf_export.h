@@ -5,13 +5,20 @@
 //                           {"format": "pt"}: every parameter under its Hugging Face key
 //                           (gpt2::HuggingFaceName) except lm_head.weight, which transformers
 //                           ties to transformer.wte.weight; the four Conv1D weights transposed
-//                           to [in, out]; wte cut back to the tokenizer's vocab_size rows
+//                           to [in, out]; wte with all padded_vocab_size rows the model was
+//                           trained with (e.g. 50304 for GPT-2's 50257 ids), so that
+//                           transformers' softmax, and so its loss, is the trainer's; with
+//                           --trim-padded-vocab cut back to the tokenizer's vocab_size rows
+//                           (the padded rows' probability then leaves the softmax: every
+//                           token's probability grows a little and the loss falls a little)
 //   OUT/config.json         GPT2Config: sizes and dropouts from the checkpoint's model
-//                           configuration (dropouts 0.1, noted, if the checkpoint predates them)
+//                           configuration (dropouts 0.1, noted, if the checkpoint predates them);
+//                           vocab_size = wte's rows (padded_vocab_size, or vocab_size trimmed)
 //   OUT/generation_config.json  bos = eos = the end-of-document id, pad = the tokenizer's pad
 //                           (eos if none)
 //   and, when a tokenizer is known (tools/export_hf/hf_tokenizer.h):
-//   OUT/tokenizer.json      the tokenizer converted for Hugging Face `tokenizers`
+//   OUT/tokenizer.json      the tokenizer converted for Hugging Face `tokenizers` (its real
+//                           vocab_size ids: the padded ids are never produced)
 //   OUT/tokenizer_config.json   model_max_length, the special tokens; tokenizer_class
 //                           PreTrainedTokenizerFast (SentencePiece) or GPT2Tokenizer (GPT-2 BPE)
 //   OUT/special_tokens_map.json
@@ -68,15 +75,23 @@ struct HfExportOptions {
   // --vocab-size: the real vocabulary size, for checkpoints that predate trainer.model's
   // vocab_size; 0 takes the checkpoint's (or, failing that, the tokenizer's).
   int64_t vocab_size = 0;
+  // --trim-padded-vocab: export only the real vocab_size rows of the word embedding (config
+  // vocab_size = the tokenizer's size), as exports before issue 25 did; a warning says that the
+  // loss then differs from the trainer's. Default: every padded_vocab_size row.
+  bool trim_padded_vocab = false;
 };
 
 // The usage line of export_hf.
 inline constexpr char kHfExportUsage[] =
     "usage: export_hf CKPT OUT [--tokenizer-model PATH | --vocab-file PATH --merge-file PATH]\n"
     "                 [--tokenizer-type TYPE] [--iteration N] [--vocab-size N]\n"
+    "                 [--trim-padded-vocab]\n"
     "  CKPT  a --save directory (exports its newest complete checkpoint, or --iteration N)\n"
     "        or one varuna_ckpt_<n> directory in it\n"
-    "  OUT   the Hugging Face folder to create (must not exist or be empty)";
+    "  OUT   the Hugging Face folder to create (must not exist or be empty)\n"
+    "  The word embedding keeps the padded rows the model was trained with (config.json\n"
+    "  vocab_size = the padded vocabulary), so transformers' loss equals the trainer's;\n"
+    "  --trim-padded-vocab cuts it to the tokenizer's ids (the loss then shifts slightly).";
 
 // Parses export_hf's arguments (without the program name): two positional paths and the
 // flags above, as "--flag value" or "--flag=value". Errors: InvalidArgument naming the
@@ -93,8 +108,10 @@ struct HfExportSummary {
   std::string output_dir;
   std::string tokenizer_model;               // the copied SentencePiece model, "" if none
   std::vector<std::string> tokenizer_files;  // the copied tokenizer files, none if none
+  int64_t vocab_rows = 0;             // rows of transformer.wte.weight = config.json's vocab_size
   std::vector<std::string> notes;     // for stdout: which checkpoint, where the vocab came from
-  std::vector<std::string> warnings;  // for stderr: e.g. lm_head_weight differs from wte
+  std::vector<std::string> warnings;  // for stderr: e.g. lm_head_weight differs from wte,
+                                      // --trim-padded-vocab shifts the loss
 
   // "exported <checkpoint_dir> (iteration N): T tensors, B bytes -> <output_dir>".
   std::string Line() const;

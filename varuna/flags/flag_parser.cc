@@ -104,6 +104,7 @@ void FlagParser::Register(const std::string& name, Type type, void* value, const
       break;
     case Type::kString:
     case Type::kBool:
+    case Type::kStringList:
       break;
   }
   flags_.push_back(std::move(flag));
@@ -127,6 +128,11 @@ void FlagParser::Add(const std::string& name, std::string* value, const std::str
 void FlagParser::Add(const std::string& name, bool* value, const std::string& help) {
   Register(name, Type::kBool, value, help, *value ? "true" : "false", "");
 }
+void FlagParser::Add(const std::string& name, std::vector<std::string>* values,
+                     const std::string& help) {
+  Register(name, Type::kStringList, values, help,
+           values->empty() ? "\"\"" : absl::StrJoin(*values, " "), "");
+}
 
 void FlagParser::AddAlias(const std::string& alias, const std::string& name) {
   const auto it = index_.find(Key(name));
@@ -141,7 +147,7 @@ FlagParser::Flag& FlagParser::NumericFlag(const std::string& name, const char* w
   const auto it = index_.find(Key(name));
   if (it == index_.end()) Die(absl::StrCat(what, ": no flag --", name));
   Flag& flag = flags_[it->second];
-  if (flag.type == Type::kString || flag.type == Type::kBool) {
+  if (flag.type == Type::kString || flag.type == Type::kBool || flag.type == Type::kStringList) {
     Die(absl::StrCat(what, ": --", name, " is not a numeric flag"));
   }
   return flag;
@@ -188,6 +194,9 @@ absl::Status FlagParser::Assign(const Flag& flag, const std::string& text) const
     case Type::kString:
       *static_cast<std::string*>(flag.value) = text;
       break;
+    case Type::kStringList:
+      *static_cast<std::vector<std::string>*>(flag.value) = {text};
+      break;
     case Type::kBool:
       if (!absl::SimpleAtob(text, static_cast<bool*>(flag.value))) {
         return bad("true or false",
@@ -222,6 +231,7 @@ absl::Status FlagParser::CheckBounds(const Flag& flag, const std::string& text) 
       break;
     case Type::kString:
     case Type::kBool:
+    case Type::kStringList:
       return absl::OkStatus();
   }
   if (within(value)) return absl::OkStatus();
@@ -324,6 +334,19 @@ absl::Status FlagParser::ParseFlag(const std::vector<std::string>& args, size_t*
     *static_cast<bool*>(flag.value) = false;
     if (affirmed_.count(flag_key) > 0) return contradiction();
     negated_.insert(flag_key);
+    set_.insert(flag_key);
+    return absl::OkStatus();
+  }
+  if (flag.type == Type::kStringList && arg.find('=') == std::string::npos) {
+    std::vector<std::string> values;
+    while (*i + 1 < args.size() && !absl::StartsWith(args[*i + 1], "--")) {
+      values.push_back(args[++*i]);
+    }
+    if (values.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag.name, " needs a value: write --",
+                                                     flag.name, " <value> [<value> ...]"));
+    }
+    *static_cast<std::vector<std::string>*>(flag.value) = std::move(values);
     set_.insert(flag_key);
     return absl::OkStatus();
   }

@@ -55,6 +55,10 @@ class FlagParser {
            const std::string& example = "");
   void Add(const std::string& name, std::string* value, const std::string& help);
   void Add(const std::string& name, bool* value, const std::string& help);
+  // A flag of several values, as Megatron's nargs='*' flags (--data-path 0.3 A 0.7 B): every
+  // argument after `--name` up to the next one that starts with "--" is a value (at least one),
+  // or `--name=value` gives one. A later occurrence replaces the values of an earlier one.
+  void Add(const std::string& name, std::vector<std::string>* values, const std::string& help);
 
   // Another name for the registered flag `name` (Varuna's --ngpus_per_server for
   // --gpus_per_node).
@@ -123,7 +127,7 @@ class FlagParser {
   static std::string Key(const std::string& name);
 
  private:
-  enum class Type { kInt64, kInt, kDouble, kString, kBool };
+  enum class Type { kInt64, kInt, kDouble, kString, kBool, kStringList };
   struct Flag {
     std::string name;
     Type type;

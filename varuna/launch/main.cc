@@ -2,8 +2,9 @@
 // P-stage x D-replica job and supervises them (launch/plan.h for the flags and the layout,
 // launch/worker_group.h for signals, output and failures):
 //
-//   bazel run //varuna:launch -- --nstages=2 --chunk_size=4 --batch_size=32
+//   bazel run //varuna:launch -- --nstages=2 --micro-batch-size=4 --global-batch-size=32
 //       --gpus_per_node=2 -- //trainer:pretrain_gpt2 --data-path=...
+// (Megatron's words; Varuna's --chunk_size and --batch_size mean the same)
 //
 // or, choosing P, the micro-batch size and the stage boundaries from a profile
 // (launch/config.h):

@@ -22,8 +22,10 @@ void RegisterLaunchFlags(FlagParser& parser, LaunchOptions& options) {
   parser.Add("nstages", &options.nstages, "pipeline stages P (required unless --profile_dir)", "2");
   parser.Add("chunk_size", &options.chunk_size, "micro-batch size (required unless --profile_dir)",
              "2");
+  parser.AddAlias("micro-batch-size", "chunk_size");  // Megatron's name, as in the trainer
   parser.Add("batch_size", &options.batch_size, "global batch size over all replicas (required)",
              "2");
+  parser.AddAlias("global-batch-size", "batch_size");  // Megatron's name, as in the trainer
   parser.Add("gpus_per_node", &options.gpus_per_node, "worker processes per node", "2");
   parser.Add("nnodes", &options.nnodes, "nodes in the job", "2");
   parser.Add("node_rank", &options.node_rank, "this node's index in [0, nnodes)", "2");
@@ -143,8 +145,9 @@ absl::StatusOr<std::string> ResolveLabel(const std::string& label,
 
 // Flags the launcher sets for each worker; the worker command must not set them too.
 const std::set<std::string>& PerProcessFlags() {
-  static const auto* flags = new std::set<std::string>{"rank", "local-rank", "stage-to-rank-map",
-                                                       "chunk-size", "batch-size"};
+  static const auto* flags = new std::set<std::string>{
+      "rank",       "local-rank",       "stage-to-rank-map", "chunk-size", "micro-batch-size",
+      "batch-size", "global-batch-size"};
   return *flags;
 }
 
@@ -161,16 +164,21 @@ absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& a
   if (options.command.empty() && !options.help) {
     return absl::InvalidArgumentError(
         "no worker program: put it after the launcher's flags and `--`, e.g. "
-        "`--nstages=2 --chunk_size=4 --batch_size=32 -- //trainer:pretrain_gpt2 --data-path=...`");
+        "`--nstages=2 --micro-batch-size=4 --global-batch-size=32 -- //trainer:pretrain_gpt2 "
+        "--data-path=...`");
   }
   return options;
 }
 
 std::string LaunchUsage() {
   std::string out =
-      "usage: launch --nstages=P --chunk_size=C --batch_size=B [flags] -- <program> [its flags]\n"
-      "   or: launch --profile_dir=DIR --gpu_memory_gb=G --batch_size=B [flags] -- <program> ...\n"
+      "usage: launch --nstages=P --micro-batch-size=C --global-batch-size=B [flags] -- <program>\n"
+      "              [its flags]\n"
+      "   or: launch --profile_dir=DIR --gpu_memory_gb=G --global-batch-size=B [flags] -- ...\n"
       "Starts this node's workers of a P-stage pipeline x D-replica job (Varuna's launcher).\n"
+      "--global-batch-size is Varuna's --batch_size (all replicas together) and\n"
+      "--micro-batch-size its --chunk_size: the same words as the trainer's, with Megatron's\n"
+      "meaning; the old spellings keep working.\n"
       "<program> is a Bazel label (//trainer:pretrain_gpt2) or a path. Each worker gets\n"
       "--rank --local_rank --stage_to_rank_map --chunk_size --batch-size=B/D and torchrun's\n"
       "RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT\n"
@@ -298,7 +306,8 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
       return invalid("the worker flag ", arg,
                      " is set by the launcher for each process (--rank, --local_rank, "
                      "--stage_to_rank_map, --chunk_size, --batch-size = --batch_size / D): remove "
-                     "it, and give the launcher --chunk_size and the global --batch_size instead");
+                     "it, and give the launcher --micro-batch-size (--chunk_size) and "
+                     "--global-batch-size (--batch_size) instead");
     }
   }
 

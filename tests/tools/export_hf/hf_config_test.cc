@@ -57,7 +57,7 @@ TEST(HfConfigTest, ReadsTheModelAndWritesGpt2Config) {
 
   const Value json = HuggingFaceConfigJson(*config, 7);
   absl::StatusOr<Value> expected = varuna::json::Parse(R"({
-      "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 100,
+      "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 128,
       "n_positions": 24, "n_ctx": 24, "n_embd": 32, "n_layer": 2, "n_head": 2,
       "n_inner": null, "activation_function": "gelu_new", "resid_pdrop": 0.0,
       "embd_pdrop": 0.0, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-6,
@@ -66,6 +66,8 @@ TEST(HfConfigTest, ReadsTheModelAndWritesGpt2Config) {
       "torch_dtype": "float32"})");
   ASSERT_TRUE(expected.ok()) << expected.status();
   EXPECT_EQ(varuna::json::Serialize(json, true), varuna::json::Serialize(*expected, true));
+  // vocab_size is the word embedding's rows: padded as trained, or the real ones trimmed.
+  EXPECT_EQ(HuggingFaceConfigJson(*config, 7, /*trim_padded_vocab=*/true)["vocab_size"], 100);
 }
 
 TEST(HfConfigTest, MissingOrBadFieldsAreNamed) {

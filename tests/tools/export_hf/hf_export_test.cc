@@ -47,7 +47,8 @@ using varuna::json::Value;
 
 constexpr int kLayers = 2;
 constexpr int kHidden = 32;
-constexpr int kVocab = 100;  // padded to 128
+constexpr int kVocab = 100;
+constexpr int kPaddedVocab = 128;  // the trainer's default --make-vocab-size-divisible-by
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -167,7 +168,7 @@ class HfExportTest : public ::testing::Test {
 std::map<std::string, std::vector<int64_t>> ExpectedHfShapes() {
   const int64_t c = kHidden;
   std::map<std::string, std::vector<int64_t>> shapes = {
-      {"transformer.wte.weight", {kVocab, c}},
+      {"transformer.wte.weight", {kPaddedVocab, c}},
       {"transformer.wpe.weight", {16, c}},
       {"transformer.ln_f.weight", {c}},
       {"transformer.ln_f.bias", {c}},
@@ -195,7 +196,10 @@ TEST(ParseHfExportArgsTest, HelpListsEveryFlagWithItsDefault) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_TRUE(options->help_requested);
   EXPECT_THAT(options->flags_help, AllOf(HasSubstr("--tokenizer-model"), HasSubstr("--iteration"),
-                                         HasSubstr("--vocab-size"), HasSubstr("(default 0)")));
+                                         HasSubstr("--vocab-size"), HasSubstr("(default 0)"),
+                                         HasSubstr("--[no-]trim-padded-vocab")));
+  EXPECT_THAT(std::string(kHfExportUsage),
+              AllOf(HasSubstr("[--trim-padded-vocab]"), HasSubstr("padded rows")));
 }
 
 TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
@@ -218,6 +222,11 @@ TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
               testing::Contains(AllOf(HasSubstr("dropout unknown"), HasSubstr("0.1"),
                                       HasSubstr("Megatron's default"))));
   EXPECT_THAT(summary->warnings, ElementsAre());
+  EXPECT_EQ(summary->vocab_rows, kPaddedVocab);
+  EXPECT_THAT(summary->notes,
+              testing::Contains(AllOf(HasSubstr("vocab_size 128 in config.json"),
+                                      HasSubstr("28 padded rows after the 100 real ids"),
+                                      HasSubstr("--trim-padded-vocab"))));
 
   absl::StatusOr<varuna::SafetensorsFile> file =
       varuna::ReadSafetensors(out_ + "/model.safetensors");
@@ -234,20 +243,18 @@ TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
     EXPECT_EQ(tensor.sizes(), at::IntArrayRef(expected.at(key))) << key;
   }
 
-  // Values: Conv1D weights transposed, wte cut to the real vocabulary, the rest as stored.
+  // Values: Conv1D weights transposed, wte whole (padded rows too), the rest as stored.
   const at::Tensor& c_attn = *file->Find("transformer.h.1.attn.c_attn.weight");
   EXPECT_TRUE(at::equal(c_attn, parameters.at("h.1.attn.c_attn.weight").t()));
   EXPECT_TRUE(at::equal(*file->Find("transformer.h.0.mlp.c_proj.weight"),
                         parameters.at("h.0.mlp.c_proj.weight").t()));
-  EXPECT_TRUE(at::equal(*file->Find("transformer.wte.weight"),
-                        parameters.at("wte.weight").narrow(0, 0, kVocab)));
+  EXPECT_TRUE(at::equal(*file->Find("transformer.wte.weight"), parameters.at("wte.weight")));
   EXPECT_TRUE(at::equal(*file->Find("transformer.h.1.ln_2.bias"), parameters.at("h.1.ln_2.bias")));
   EXPECT_TRUE(at::equal(*file->Find("transformer.ln_f.weight"), parameters.at("ln_f.weight")));
   for (const auto& [name, value] : parameters) {
     if (name == gpt2::kLmHeadName) continue;
     at::Tensor want = value;
     if (gpt2::TransposedInHuggingFace(name)) want = want.t();
-    if (name == gpt2::kWordEmbeddingName) want = want.narrow(0, 0, kVocab);
     EXPECT_TRUE(at::equal(*file->Find(gpt2::HuggingFaceName(name)), want)) << name;
   }
 
@@ -255,7 +262,8 @@ TEST_F(HfExportTest, WritesTheHuggingFaceLayout) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(varuna::json::Find(*config, "model_type")->get<std::string>(), "gpt2");
   EXPECT_EQ(*varuna::json::Find(*config, "architectures"), Value::array({"GPT2LMHeadModel"}));
-  EXPECT_EQ(varuna::json::Find(*config, "vocab_size")->get<int64_t>(), kVocab);
+  // The rows of wte; the real vocabulary's EOD (the last real id without a tokenizer) below.
+  EXPECT_EQ(varuna::json::Find(*config, "vocab_size")->get<int64_t>(), kPaddedVocab);
   EXPECT_EQ(varuna::json::Find(*config, "n_positions")->get<int64_t>(), 16);
   EXPECT_EQ(varuna::json::Find(*config, "n_ctx")->get<int64_t>(), 16);
   EXPECT_EQ(varuna::json::Find(*config, "n_embd")->get<int64_t>(), kHidden);
@@ -292,6 +300,41 @@ TEST_F(HfExportTest, ConfigJsonHasTheTrainedDropouts) {
   EXPECT_DOUBLE_EQ(varuna::json::Find(*json, "resid_pdrop")->get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(varuna::json::Find(*json, "embd_pdrop")->get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(varuna::json::Find(*json, "attn_pdrop")->get<double>(), 0.05);
+}
+
+TEST_F(HfExportTest, TrimPaddedVocabKeepsTheRealRowsAndWarns) {
+  const auto parameters = WriteTiny();
+  HfExportOptions options = Options(save_dir_);
+  options.trim_padded_vocab = true;
+  absl::StatusOr<HfExportSummary> summary = ExportHuggingFace(options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->vocab_rows, kVocab);
+  EXPECT_THAT(summary->warnings,
+              ElementsAre(AllOf(HasSubstr("--trim-padded-vocab"), HasSubstr("keeps 100 of its 128"),
+                                HasSubstr("28 padded ids"), HasSubstr("no longer in the softmax"),
+                                HasSubstr("transformers' loss comes out lower than the trainer's"),
+                                HasSubstr("leave the flag out"))));
+  EXPECT_THAT(summary->notes, testing::Not(testing::Contains(HasSubstr("in config.json"))));
+  absl::StatusOr<varuna::SafetensorsFile> file =
+      varuna::ReadSafetensors(out_ + "/model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(at::equal(*file->Find("transformer.wte.weight"),
+                        parameters.at("wte.weight").narrow(0, 0, kVocab)));
+  absl::StatusOr<Value> config = varuna::json::Parse(ReadText(out_ + "/config.json"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(varuna::json::Find(*config, "vocab_size")->get<int64_t>(), kVocab);
+  EXPECT_EQ(varuna::json::Find(*config, "eos_token_id")->get<int64_t>(), kVocab - 1);
+
+  // A vocabulary that was not padded has nothing to trim: both forms are the same, no warning.
+  fs::remove_all(save_dir_);
+  fs::remove_all(out_);
+  gpt2::Gpt2Config unpadded = TinyConfig(kPaddedVocab);
+  WriteTinyCheckpoint(7, 0.5f, unpadded, ModelJson(unpadded));
+  summary = ExportHuggingFace(options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_THAT(summary->warnings, ElementsAre());
+  EXPECT_THAT(summary->notes, testing::Contains(HasSubstr("nothing to trim")));
+  EXPECT_EQ(summary->vocab_rows, kPaddedVocab);
 }
 
 TEST_F(HfExportTest, PicksTheNamedOrRequestedCheckpoint) {
@@ -422,6 +465,7 @@ TEST_F(HfExportTest, CheckpointWithoutVocabSizeNeedsTheFlag) {
   EXPECT_THAT(Message(summary.status()), HasSubstr("vocab_size 129 exceeds"));
 
   options.vocab_size = 90;
+  options.trim_padded_vocab = true;  // the real size given is what is kept
   summary = ExportHuggingFace(options);
   ASSERT_TRUE(summary.ok()) << summary.status();
   absl::StatusOr<varuna::SafetensorsFile> file =
@@ -432,6 +476,7 @@ TEST_F(HfExportTest, CheckpointWithoutVocabSizeNeedsTheFlag) {
   absl::StatusOr<Value> config = varuna::json::Parse(ReadText(out_ + "/config.json"));
   ASSERT_TRUE(config.ok());
   EXPECT_EQ(varuna::json::Find(*config, "vocab_size")->get<int64_t>(), 90);
+  EXPECT_EQ(varuna::json::Find(*config, "eos_token_id")->get<int64_t>(), 89);
   EXPECT_DOUBLE_EQ(varuna::json::Find(*config, "layer_norm_epsilon")->get<double>(), 1e-5);
 }
 
@@ -572,13 +617,13 @@ TEST_F(HfExportTokenizerTest, CopiesTheTokenizerAndUsesItsEod) {
             R"({"bos_token_id":2,"eos_token_id":2,"pad_token_id":3})");
   absl::StatusOr<Value> json = varuna::json::Parse(ReadText(out_ + "/config.json"));
   ASSERT_TRUE(json.ok());
-  EXPECT_EQ(varuna::json::Find(*json, "vocab_size")->get<int64_t>(), kTokenizerVocab);
+  EXPECT_EQ(varuna::json::Find(*json, "vocab_size")->get<int64_t>(), 384);  // the padded rows
   EXPECT_EQ(varuna::json::Find(*json, "eos_token_id")->get<int64_t>(), 2);  // "</s>", the EOD
   EXPECT_EQ(varuna::json::Find(*json, "bos_token_id")->get<int64_t>(), 2);
   absl::StatusOr<varuna::SafetensorsFile> file =
       varuna::ReadSafetensors(out_ + "/model.safetensors");
   ASSERT_TRUE(file.ok());
-  EXPECT_EQ(file->Find("transformer.wte.weight")->size(0), kTokenizerVocab);
+  EXPECT_EQ(file->Find("transformer.wte.weight")->size(0), 384);
 }
 
 TEST_F(HfExportTokenizerTest, RecordedTokenizerIsUsedAndSuppliesAMissingVocabSize) {
@@ -758,13 +803,13 @@ TEST_F(HfExportGpt2Test, WritesGpt2TokenizerFilesFromTheRecordedTokenizer) {
             R"({"bos_token_id":50256,"eos_token_id":50256,"pad_token_id":50256})");
   absl::StatusOr<Value> json = varuna::json::Parse(ReadText(out_ + "/config.json"));
   ASSERT_TRUE(json.ok());
-  EXPECT_EQ(varuna::json::Find(*json, "vocab_size")->get<int64_t>(), kGpt2Vocab);
+  EXPECT_EQ(varuna::json::Find(*json, "vocab_size")->get<int64_t>(), 50304);  // padded, as trained
   EXPECT_EQ(varuna::json::Find(*json, "bos_token_id")->get<int64_t>(), kEndOfText);
   EXPECT_EQ(varuna::json::Find(*json, "eos_token_id")->get<int64_t>(), kEndOfText);
   absl::StatusOr<varuna::SafetensorsFile> file =
       varuna::ReadSafetensors(out_ + "/model.safetensors");
   ASSERT_TRUE(file.ok());
-  EXPECT_EQ(file->Find("transformer.wte.weight")->size(0), kGpt2Vocab);
+  EXPECT_EQ(file->Find("transformer.wte.weight")->size(0), 50304);
 }
 
 TEST_F(HfExportGpt2Test, FlagsChooseTheTokenizerOfACheckpointThatRecordsNone) {
@@ -891,6 +936,10 @@ TEST(HfExportArgsTest, ParsesPathsAndFlags) {
   EXPECT_EQ(options->iteration, 12);
   EXPECT_EQ(options->tokenizer_model, "t.model");
   EXPECT_EQ(options->vocab_size, 50257);
+  EXPECT_FALSE(options->trim_padded_vocab);
+  options = ParseHfExportArgs({"ckpts", "out", "--trim-padded-vocab"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->trim_padded_vocab);
 
   options = ParseHfExportArgs({"ckpts", "out"});
   ASSERT_TRUE(options.ok());

@@ -71,6 +71,27 @@ TEST(FlagParserTest, ErrorsNameTheFlag) {
               ::testing::Not(HasSubstr("did you mean")));
 }
 
+TEST(FlagParserTest, AListFlagTakesTheArgumentsUpToTheNextFlag) {
+  std::vector<std::string> paths;
+  int64_t layers = 2;
+  FlagParser p;
+  p.Add("data-path", &paths, "datasets");
+  p.Add("num-layers", &layers, "layers");
+  ASSERT_TRUE(p.Parse({"--data_path", "0.3", "A", "-0.7", "B", "--num-layers=3"}).ok());
+  EXPECT_EQ(paths, (std::vector<std::string>{"0.3", "A", "-0.7", "B"}));
+  EXPECT_EQ(layers, 3);
+  EXPECT_TRUE(p.WasSet("data-path"));
+  // `=` gives one value; a later occurrence replaces the earlier values.
+  ASSERT_TRUE(p.Parse({"--data-path", "A", "B", "--data-path=0.3 A 0.7 B"}).ok());
+  EXPECT_EQ(paths, (std::vector<std::string>{"0.3 A 0.7 B"}));
+  EXPECT_THAT(std::string(p.Parse({"--data-path", "--num-layers=1"}).message()),
+              HasSubstr("--data-path needs a value: write --data-path <value> [<value> ...]"));
+  std::vector<std::string> positional;
+  ASSERT_TRUE(p.Parse({"--data-path", "A", "--", "B"}, &positional).ok());
+  EXPECT_EQ(paths, std::vector<std::string>{"A"});
+  EXPECT_THAT(p.Help(), HasSubstr("--data-path"));
+}
+
 TEST(FlagParserTest, HelpStopsParsing) {
   Values v;
   FlagParser p = Make(v);

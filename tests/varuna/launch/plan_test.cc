@@ -282,16 +282,53 @@ TEST(PlanLaunchTest, NodeAndRendezvousFlags) {
 }
 
 TEST(PlanLaunchTest, WorkerFlagsMustNotSetPerProcessFlags) {
+  // Megatron's names of the batch flags too: the launcher's --global-batch-size and
+  // --micro-batch-size set them.
   for (const char* flag :
-       {"--batch-size=8", "--rank", "--local-rank=0", "--stage_to_rank_map=0;", "--chunk-size=2"}) {
+       {"--batch-size=8", "--rank", "--local-rank=0", "--stage_to_rank_map=0;", "--chunk-size=2",
+        "--global-batch-size=8", "--micro-batch-size=2", "--micro_batch_size=2"}) {
     LaunchOptions options = Options(1, 1, 8, 2);
     options.command.push_back(flag);
-    EXPECT_THAT(PlanError(options), AllOf(HasSubstr(std::string("the worker flag ") + flag),
-                                          HasSubstr("is set by the launcher for each process")));
+    EXPECT_THAT(PlanError(options),
+                AllOf(HasSubstr(std::string("the worker flag ") + flag),
+                      HasSubstr("is set by the launcher for each process"),
+                      HasSubstr("give the launcher --micro-batch-size (--chunk_size) and "
+                                "--global-batch-size (--batch_size) instead")));
   }
   LaunchOptions options = Options(1, 1, 8, 2);
-  options.command.push_back("--global-batch-size=8");  // a different flag: allowed
+  options.command.push_back("--train-samples=80");  // a different flag: allowed
   EXPECT_TRUE(PlanLaunch(options, "/w", {}).ok());
+}
+
+// The launcher speaks Megatron's words as the trainer does: --global-batch-size is its
+// --batch_size (the global batch) and --micro-batch-size its --chunk_size; the workers still get
+// the per-replica --batch-size, which the trainer reads as examples per replica.
+TEST(ParseLaunchFlagsTest, MegatronBatchWordsAreTheGlobalBatchAndTheMicroBatch) {
+  absl::StatusOr<LaunchOptions> options =
+      ParseLaunchFlags({"--nstages=2", "--gpus_per_node=4", "--global-batch-size", "32",
+                        "--micro-batch-size=4", "--", "//trainer:pretrain_gpt2"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->batch_size, 32);
+  EXPECT_EQ(options->chunk_size, 4);
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch(*options, "/bin/worker", {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->num_replicas, 2);
+  EXPECT_EQ(plan->replica_batch, 16);
+  EXPECT_EQ(plan->micro_batches, 4);
+  EXPECT_THAT(plan->workers[0].argv,
+              AllOf(Contains("--chunk_size=4"), Contains("--batch-size=16")));
+  // The old spellings still work, and mean the same.
+  absl::StatusOr<LaunchOptions> old = ParseLaunchFlags(
+      {"--nstages=2", "--gpus_per_node=4", "--batch_size=32", "--chunk_size=4", "--", "w"});
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->batch_size, 32);
+  EXPECT_EQ(old->chunk_size, 4);
+  EXPECT_THAT(LaunchUsage(),
+              AllOf(HasSubstr("--global-batch-size=B"), HasSubstr("--micro-batch-size=C"),
+                    HasSubstr("global-batch-size")));
+  // A global batch that does not split over the D replicas is refused with the numbers.
+  options->batch_size = 31;
+  EXPECT_THAT(PlanError(*options), HasSubstr("--batch_size=31 cannot be split evenly over D=2"));
 }
 
 TEST(PlanLaunchTest, ChosenStageSegmentsGoToEveryWorker) {
