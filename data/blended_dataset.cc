@@ -1,7 +1,5 @@
 #include "data/blended_dataset.h"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,27 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/blend.h"
+#include "data/file_paths.h"
 #include "varuna/io/crc32c.h"
 #include "varuna/io/mapped_file.h"
 #include "varuna/io/posix_file.h"
 
 namespace data {
 namespace {
-
-std::string Basename(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string Dirname(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 // What the index is made from; the cache's name carries its CRC and its description file holds
 // it, so a cache of another blend is never taken for this one.

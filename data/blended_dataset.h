@@ -5,8 +5,9 @@
 //
 // The index is cached as three files in the cache directory (or, without one, next to the first
 // dataset), named after the first dataset, the split and a CRC-32C of the description of the
-// blend (split, size, seed, sequence length, and each dataset's prefix, weight, document range
-// and sample count):
+// blend (split, size, and each dataset's weight, prefix, document count, sample count and
+// sequence length). The seed and each dataset's document range are not in it: the blend index
+// depends on the weights and size alone.
 //
 //   {dir}/{basename of first prefix}_{split}_blend_{crc}_dataset_index.npy         int16 [size]
 //   {dir}/{basename of first prefix}_{split}_blend_{crc}_dataset_sample_index.npy  int64 [size]

@@ -1,7 +1,5 @@
 #include "data/gpt_index.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -10,19 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "data/file_paths.h"
+#include "varuna/io/crc32c.h"
 
 namespace data {
 namespace {
-
-std::string Basename(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -151,12 +141,18 @@ absl::Status Validate(const std::vector<int32_t>& sizes, DocumentRange documents
 
 }  // namespace
 
-GptIndexPaths GptIndexCachePaths(const std::string& data_prefix, const GptIndexOptions& options) {
+GptIndexPaths GptIndexCachePaths(const std::string& data_prefix, DocumentRange documents,
+                                 const GptIndexOptions& options) {
   const std::string prefix =
       options.cache_dir.empty() ? data_prefix : options.cache_dir + "/" + Basename(data_prefix);
+  // The whole prefix and the range, so that datasets of one file name in several directories,
+  // and the same dataset split two ways, never share files.
+  const std::string source =
+      absl::StrCat(data_prefix, " documents [", documents.begin, ", ", documents.end, ")");
   const std::string stem =
       absl::StrCat(prefix, "_", options.name, "_indexmap_", options.num_samples, "ns_",
-                   options.seq_length, "sl_", options.seed, "s_");
+                   options.seq_length, "sl_", options.seed, "s_",
+                   varuna::Crc32cToHex(varuna::Crc32c(source.data(), source.size())), "_");
   return GptIndexPaths{stem + "doc_idx.npy", stem + "sample_idx.npy", stem + "shuffle_idx.npy"};
 }
 
@@ -264,7 +260,7 @@ absl::StatusOr<GptIndex> GptIndex::BuildOrLoad(const std::string& data_prefix,
   if (absl::Status s = CheckOptions(sizes, documents, options, &tokens_per_epoch); !s.ok()) {
     return s;
   }
-  const GptIndexPaths paths = GptIndexCachePaths(data_prefix, options);
+  const GptIndexPaths paths = GptIndexCachePaths(data_prefix, documents, options);
   const std::string delete_hint =
       absl::StrCat("; delete ", paths.doc_idx, ", ", paths.sample_idx, " and ", paths.shuffle_idx,
                    " to have the index rebuilt");

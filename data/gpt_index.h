@@ -17,8 +17,10 @@
 // N = (E * tokens - 1) / seq_length >= num_samples (the index may hold more samples than
 // asked for, as Megatron's does).
 //
-// The arrays are cached as .npy files under Megatron's names (GptIndexCachePaths), so an
-// index built by Megatron is reused as is, and one built here is reused by Megatron.
+// The arrays are cached as .npy files, NumPy's bytes under Megatron's 2020 names followed by a
+// CRC-32C of the dataset's whole prefix and document range (GptIndexCachePaths), so that two
+// datasets of one file name in a shared cache directory, or one dataset split two ways, never
+// share files. The arrays are Megatron's; only the names differ.
 //
 // A GptIndex is immutable: all methods are const and safe to call from several threads.
 #ifndef DATA_GPT_INDEX_H_
@@ -56,14 +58,18 @@ struct GptIndexOptions {
   std::function<void(const std::string&)> progress;
 };
 
-// The three cache files: "{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_"
-// followed by "doc_idx.npy", "sample_idx.npy" and "shuffle_idx.npy".
+// The three cache files of the index of `documents` of the dataset at `data_prefix`:
+// "{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_{crc}_" followed by
+// "doc_idx.npy", "sample_idx.npy" and "shuffle_idx.npy", where {prefix} is data_prefix, or
+// "{cache_dir}/{basename of data_prefix}" with a cache directory, and {crc} is Crc32cToHex
+// ("0x" and 8 hex digits) of the CRC-32C of "{data_prefix} documents [{begin}, {end})".
 struct GptIndexPaths {
   std::string doc_idx;
   std::string sample_idx;
   std::string shuffle_idx;
 };
-GptIndexPaths GptIndexCachePaths(const std::string& data_prefix, const GptIndexOptions& options);
+GptIndexPaths GptIndexCachePaths(const std::string& data_prefix, DocumentRange documents,
+                                 const GptIndexOptions& options);
 
 // The steps of the construction, exposed for tests.
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "data/tokenizer_status.h"
+#include "trainer/fp8_flags.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/megatron_flags.h"
 #include "varuna/flags/flag_parser.h"
@@ -230,11 +231,25 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.AddAlias("deterministic-mode", "deterministic");
   p.Add("cross-entropy-loss-fusion", &a.cross_entropy_loss_fusion,
         "the LM head and the cross entropy a chunk of tokens at a time, never holding the "
-        "whole [tokens, vocab] logits (the same loss, less memory)");
+        "whole [tokens, vocab] logits (the same loss, less memory; on by default; "
+        "--no-cross-entropy-loss-fusion: the unfused LM head + log_softmax + nll_loss)");
   p.Add("bias-dropout-fusion", &a.bias_dropout_fusion,
         "each residual add as one fused op: the output projection without its bias, then bias, "
         "dropout and the residual add in one pass (the same model; on by default; "
         "--no-bias-dropout-fusion: the unfused linear + dropout + add)");
+  p.Add("bias-dropout-add-layernorm-fusion", &a.bias_dropout_add_layernorm_fusion,
+        "with --bias-dropout-fusion, the attention's bias + dropout + residual add and the "
+        "LayerNorm after it in one pass, writing the sum and its normalised form (the same "
+        "model; on by default; --no-bias-dropout-add-layernorm-fusion: the two ops apart)");
+  p.Add("fp8-format", &a.fp8_format,
+        "FP8 in the four linears of each layer (Transformer Engine's delayed scaling): hybrid "
+        "(E4M3 forward, E5M2 gradients) or e4m3; off when not given. Needs a GPU of compute "
+        "capability 8.9 or newer (the CPU emulates it)");
+  p.Add("fp8-amax-history-len", &a.fp8_amax_history_len,
+        "with --fp8-format: steps of amax history the scales are computed from");
+  p.Add("fp8-amax-compute-algo", &a.fp8_amax_compute_algo,
+        "with --fp8-format: the amax of the scale, most_recent or max (over the history)");
+  p.Add("fp8-margin", &a.fp8_margin, "with --fp8-format: scale = fp8_max / amax / 2^margin");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
   p.SetMinimum("distributed-timeout-minutes", 1);
@@ -372,6 +387,20 @@ absl::Status Validate(const TrainerArguments& a) {
     return style.status();
   }
   if (a.fp16 && a.bf16) return Invalid("--fp16 and --bf16 exclude each other: choose one");
+  if (a.WasGiven("bias-dropout-add-layernorm-fusion") && a.bias_dropout_add_layernorm_fusion &&
+      !a.bias_dropout_fusion) {
+    return Invalid(
+        "--bias-dropout-add-layernorm-fusion needs --bias-dropout-fusion (it fuses that op's "
+        "attention residual add with ln_2), but --no-bias-dropout-fusion was given: drop "
+        "--no-bias-dropout-fusion, or drop --bias-dropout-add-layernorm-fusion");
+  }
+  if (absl::StatusOr<std::optional<varuna::kernels::Fp8Recipe>> fp8 = Fp8RecipeFromFlags(
+          a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo, a.fp8_margin,
+          a.WasGiven("fp8-amax-history-len") || a.WasGiven("fp8-amax-compute-algo") ||
+              a.WasGiven("fp8-margin"));
+      !fp8.ok()) {
+    return fp8.status();
+  }
   if (a.min_loss_scale > a.initial_loss_scale) {
     return Invalid(absl::StrCat("--min-loss-scale=", a.min_loss_scale,
                                 " is above --initial-loss-scale=", a.initial_loss_scale,
@@ -618,11 +647,29 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
     a.help = parser.Help();
     return a;
   }
-  for (const char* name :
-       {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
-        "data-path", "train-iters", "batch-size", "lr", "save", "eval-interval", "save-interval",
-        "metrics-file", "tokenizer-model", "warmup", "global-batch-size", "train-samples",
-        "lr-decay-iters", "make-vocab-size-divisible-by"}) {
+  for (const char* name : {"num-layers",
+                           "hidden-size",
+                           "num-attention-heads",
+                           "seq-length",
+                           "max-position-embeddings",
+                           "data-path",
+                           "train-iters",
+                           "batch-size",
+                           "lr",
+                           "save",
+                           "eval-interval",
+                           "save-interval",
+                           "metrics-file",
+                           "tokenizer-model",
+                           "warmup",
+                           "global-batch-size",
+                           "train-samples",
+                           "lr-decay-iters",
+                           "make-vocab-size-divisible-by",
+                           "fp8-amax-history-len",
+                           "fp8-amax-compute-algo",
+                           "fp8-margin",
+                           "bias-dropout-add-layernorm-fusion"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
   }
   if (!a.HasDataPaths()) ApplySampleRunDefaults(a);

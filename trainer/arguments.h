@@ -155,12 +155,25 @@ struct TrainerArguments {
   // (trainer/deterministic_mode.h).
   bool deterministic = false;
   // Megatron's --cross-entropy-loss-fusion: the LM head and the loss a chunk of tokens at a
-  // time, without the [tokens, V] logits (varuna/kernels/lm_head_cross_entropy.h).
-  bool cross_entropy_loss_fusion = false;
+  // time, without the [tokens, V] logits (varuna/kernels/lm_head_cross_entropy.h). On by
+  // default (off in Megatron); --no-cross-entropy-loss-fusion: at::linear + log_softmax + nll.
+  bool cross_entropy_loss_fusion = true;
   // Megatron's --bias-dropout-fusion (on by default, as there; --no-bias-dropout-fusion turns it
   // off): each residual add runs c_proj without its bias, then bias + dropout + add in one op
   // (varuna/kernels/bias_dropout_add.h). The same model either way.
   bool bias_dropout_fusion = true;
+  // With --bias-dropout-fusion (on by default; --no-bias-dropout-add-layernorm-fusion turns it
+  // off): the attention's bias + dropout + residual add and the LayerNorm after it (ln_2) as one
+  // op (varuna/kernels/bias_dropout_add_layer_norm.h, llm.c's fused residual forward). Megatron
+  // has no such flag; the name follows --bias-dropout-fusion. The same model either way.
+  bool bias_dropout_add_layernorm_fusion = true;
+  // Megatron's FP8 flags (trainer/fp8_flags.h): --fp8-format=hybrid|e4m3 (empty: off), the
+  // amax history length (Megatron's default 1), its compute algorithm (most_recent or max) and
+  // the margin. Read into a recipe by Fp8RecipeFromFlags.
+  std::string fp8_format;
+  int64_t fp8_amax_history_len = 1;
+  std::string fp8_amax_compute_algo = "most_recent";
+  int fp8_margin = 0;
   int distributed_timeout_minutes = 10;
   // A rank whose heartbeat (varuna/comm/heartbeat.h) stops for this long is reported by name
   // and the job ends, long before the distributed timeout. 0: no heartbeat.

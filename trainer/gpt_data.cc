@@ -94,9 +94,11 @@ absl::StatusOr<std::unique_ptr<GptData>> GptData::Open(const GptDataOptions& opt
   // fresh batches, and the test index for one evaluation.
   const int64_t evaluations =
       options.eval_interval > 0 ? options.train_iters / options.eval_interval + 1 : 1;
-  const int64_t samples[3] = {options.train_iters * global_batch,
-                              evaluations * options.eval_iters * global_batch,
-                              options.eval_iters * global_batch};
+  // Megatron sizes the train split by --train-samples when given (it may hold more than
+  // train_iters whole global batches), else by the iterations.
+  const int64_t samples[3] = {
+      options.train_samples > 0 ? options.train_samples : options.train_iters * global_batch,
+      evaluations * options.eval_iters * global_batch, options.eval_iters * global_batch};
   bool per_split = false;
   for (const data::Blend& blend : options.split_blends) per_split |= !blend.prefixes.empty();
   data::Blend blend = options.blend;

@@ -54,6 +54,9 @@ struct GptDataOptions {
   int dp_rank = 0;
   int dp_size = 1;
   int64_t train_iters = 1;
+  // Samples of the train split (--train-samples), as Megatron's get_train_valid_test_num_samples
+  // takes them; 0 (not given): train_iters x global batch.
+  int64_t train_samples = 0;
   int64_t eval_iters = 0;  // Batches per evaluation (0: no validation or test sets).
   // Steps between evaluations. With eval_iters, it sizes the validation split's sample index
   // as Megatron does: (train_iters / eval_interval + 1) x eval_iters global batches, so the

@@ -8,7 +8,25 @@
 
 namespace trainer {
 
+std::vector<int64_t> MicroBatchSizes(const varuna::VarunaOptions& options) {
+  const int64_t micro = options.micro_batch_size();
+  std::vector<int64_t> sizes = {micro};
+  if (options.batch_size % micro != 0) sizes.push_back(options.batch_size % micro);
+  return sizes;
+}
+
 absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
+  if (options.fp8) {
+    if (absl::Status status = varuna::kernels::CheckFp8Device(options.engine.device);
+        !status.ok()) {
+      return status;
+    }
+    if (absl::Status status =
+            gpt2::ValidateFp8Shapes(options.model, MicroBatchSizes(options.engine));
+        !status.ok()) {
+      return status;
+    }
+  }
   absl::StatusOr<AttentionChoice> attention = ChooseAttentionBackend(
       options.attention_backend, options.engine.device, options.engine.dtype, options.model,
       options.engine.micro_batch_size(), options.deterministic);
@@ -17,6 +35,8 @@ absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
   execution.attention = attention->backend;
   execution.fused_cross_entropy = options.fused_cross_entropy;
   execution.bias_dropout_fusion = options.bias_dropout_fusion;
+  execution.fp8 = options.fp8;
+  execution.bias_dropout_add_layernorm_fusion = options.bias_dropout_add_layernorm_fusion;
   at::manual_seed(options.seed);
   absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine =
       varuna::Varuna::Create(gpt2::Gpt2StageBuilder(options.model, options.seed, execution),

@@ -11,11 +11,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/gpt2/config.h"
 #include "trainer/attention_backend.h"
+#include "varuna/kernels/fp8_linear.h"
 #include "varuna/optim/adam.h"
 #include "varuna/optim/loss_scaler.h"
 #include "varuna/varuna.h"
@@ -36,6 +39,12 @@ struct GptEngineOptions {
   // --bias-dropout-fusion: the fused residual adds (gpt2::Gpt2ExecutionOptions::
   // bias_dropout_fusion).
   bool bias_dropout_fusion = true;
+  // --bias-dropout-add-layernorm-fusion: the attention residual add + ln_2 as one op
+  // (gpt2::Gpt2ExecutionOptions::bias_dropout_add_layernorm_fusion).
+  bool bias_dropout_add_layernorm_fusion = true;
+  // --fp8-format and its tuning flags (trainer/fp8_flags.h): set, the four linears of each
+  // layer compute in FP8 (gpt2::Gpt2ExecutionOptions::fp8).
+  std::optional<varuna::kernels::Fp8Recipe> fp8;
   uint64_t seed = 1234;  // the initial weights
   varuna::AdamOptions adam;
   varuna::LossScalerOptions loss_scaling;
@@ -46,8 +55,13 @@ struct GptEngine {
   AttentionChoice attention;               // the backend in use and why (for the log)
 };
 
+// The sizes of the micro-batches a step of `options` runs: the micro-batch size, and the last
+// one's when it is smaller.
+std::vector<int64_t> MicroBatchSizes(const varuna::VarunaOptions& options);
+
 // Builds the engine. Errors: those of ChooseAttentionBackend (a bad --attention-backend),
-// Varuna::Create (options that do not fit the model) and Varuna::set_optimizer.
+// varuna::kernels::CheckFp8Device and gpt2::ValidateFp8Shapes (with fp8), Varuna::Create
+// (options that do not fit the model) and Varuna::set_optimizer.
 absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options);
 
 }  // namespace trainer

@@ -46,6 +46,14 @@ absl::Status ApplyGlobalBatch(TrainerArguments& a, int replicas) {
 // were checked by ParseArguments).
 absl::Status CheckRecompute(const TrainerArguments& a, int stages) {
   if (a.recompute_granularity != "full") return absl::OkStatus();
+  if (stages == 1) {
+    return Invalid(
+        "--recompute-granularity=full with one pipeline stage: the Varuna schedule recomputes "
+        "nothing at P=1 (the last stage runs each micro-batch's backward right after its forward "
+        "and keeps its activations until then), so there is nothing to map the recompute flags "
+        "onto; drop them (memory is then one micro-batch's activations: lower "
+        "--micro-batch-size if it does not fit), or run P >= 2 stages, whose first P-1 recompute");
+  }
   absl::StatusOr<std::vector<int>> layers = LayersPerStage(a, stages);
   if (!layers.ok()) return layers.status();
   const int largest = *std::max_element(layers->begin(), layers->end());

@@ -66,8 +66,6 @@ const std::vector<UnsupportedMegatronFlag>& UnsupportedMegatronFlags() {
       {"kv-channels", kDenseGpt2},
       {"disable-bias-linear", kDenseGpt2},
       {"apply-layernorm-1p", kDenseGpt2},
-      {"fp8-format", "FP8 training is not implemented: use --bf16 or --fp16"},
-      {"fp8-margin", "FP8 training is not implemented: use --bf16 or --fp16"},
       // Data, batch ramp-up, loggers.
       {"mock-data",
        "for data without files, leave --data-path out: the trainer then trains on its bundled "

@@ -28,6 +28,8 @@
 #include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
 #include "trainer/exit_duration.h"
+#include "trainer/fp8_flags.h"
+#include "trainer/fp8_start.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
 #include "trainer/job_shape.h"
@@ -99,6 +101,12 @@ void ReportEngine(const TrainerArguments& a, const GptEngine& gpt, RunReport& re
     report.Info(
         "> cross entropy: fused with the LM head, a chunk of tokens at a time "
         "(--cross-entropy-loss-fusion)");
+  }
+  if (absl::StatusOr<std::optional<varuna::kernels::Fp8Recipe>> fp8 =
+          Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo,
+                             a.fp8_margin, /*others_given=*/false);
+      fp8.ok() && fp8->has_value()) {
+    report.Info(DescribeFp8Recipe(**fp8));
   }
   report.Info(a.bias_dropout_fusion
                   ? "> residual adds: bias, dropout and add fused (--bias-dropout-fusion)"
@@ -343,6 +351,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<trainer::TensorBoardLog>> tensorboard =
       trainer::OpenTensorBoardLog(*arguments, *launch);
   if (!tensorboard.ok()) return trainer::Fail(tensorboard.status(), 2);
+  // --fp8-format on a device or with shapes that cannot take it: a usage error too.
+  if (absl::Status s = trainer::CheckFp8Start(*arguments, *launch); !s.ok()) {
+    return trainer::Fail(s, 2);
+  }
   absl::Status status;
   try {
     status = trainer::Run(*arguments, argv[0], *launch, mode_lines, *std::move(tensorboard));

@@ -374,6 +374,7 @@ absl::Status RunProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& c
   options.seed = static_cast<uint64_t>(a.seed);
   options.execution.attention = attention->backend;
   options.execution.bias_dropout_fusion = a.bias_dropout_fusion;
+  options.execution.bias_dropout_add_layernorm_fusion = a.bias_dropout_add_layernorm_fusion;
   options.world = world.get();
   options.gpus_per_node = launch.local_world_size.value_or(1);
   at::manual_seed(a.seed);

@@ -283,6 +283,13 @@ absl::StatusOr<TrainingState> Resume(const TrainerArguments& a, bool has_checkpo
 
 absl::StatusOr<std::string> UseCheckpointArgs(TrainerArguments& a) {
   const std::string load_dir = ResolveUserPath(a.load);
+  // As Megatron's load_args_from_checkpoint: the first run of a job whose --load is also its
+  // --save finds nothing yet, and trains with the flags given.
+  if (a.resume_step < 0 && varuna::ListCheckpointIterations(load_dir).empty()) {
+    return absl::StrCat("> --use-checkpoint-args: --load=", a.load,
+                        " holds no checkpoint yet to provide the model's flags: using the flags "
+                        "given");
+  }
   absl::StatusOr<int64_t> iteration = a.resume_step >= 0
                                           ? absl::StatusOr<int64_t>(a.resume_step)
                                           : varuna::LatestCheckpointIteration(load_dir);

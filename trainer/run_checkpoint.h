@@ -100,8 +100,10 @@ absl::StatusOr<varuna::json::Value> LoadWeights(
 // from the model record of the checkpoint --load names (--load-iteration's, else the newest
 // complete one), and returns a line for the log. --seq-length given explicitly wins (it shapes
 // no weight). Errors: InvalidArgument naming, for every shape flag given explicitly with another
-// value, the flag and both values; NotFound / DataLoss when --load holds no complete checkpoint
-// or one without a model record.
+// value, the flag and both values; NotFound / DataLoss when --load holds checkpoints but none
+// complete, when --load-iteration's is missing, or when it has no model record. A --load that
+// holds no checkpoint at all (the first run of a job) changes nothing and returns a line saying
+// so, as Megatron does.
 absl::StatusOr<std::string> UseCheckpointArgs(TrainerArguments& a);
 
 }  // namespace trainer

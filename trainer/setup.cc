@@ -22,6 +22,7 @@
 #include "data/dataset_tokenizer.h"
 #include "data/tokenizer_status.h"
 #include "models/gpt2/summary.h"
+#include "trainer/fp8_flags.h"
 #include "trainer/sample_corpus.h"
 #include "varuna/checkpoint/manifest.h"
 #include "varuna/io/user_paths.h"
@@ -480,6 +481,7 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
   options.dp_rank = engine.stage_map.Position(engine.rank).replica;
   options.dp_size = engine.stage_map.num_replicas();
   options.train_iters = a.train_iters;
+  options.train_samples = a.train_samples;
   options.eval_iters = a.eval_interval > 0 ? a.eval_iters : 0;
   options.eval_interval = a.eval_interval;
   options.batch.eod_token = vocabulary.eod;
@@ -513,6 +515,11 @@ GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt
   options.deterministic = a.deterministic;
   options.fused_cross_entropy = a.cross_entropy_loss_fusion;
   options.bias_dropout_fusion = a.bias_dropout_fusion;
+  // Checked by ParseArguments; off (nullopt) without --fp8-format.
+  options.fp8 = Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo,
+                                   a.fp8_margin, /*others_given=*/false)
+                    .value_or(std::nullopt);
+  options.bias_dropout_add_layernorm_fusion = a.bias_dropout_add_layernorm_fusion;
   options.seed = static_cast<uint64_t>(a.seed);
   options.adam.lr = a.lr;
   options.adam.beta1 = a.adam_beta1;

@@ -424,6 +424,32 @@ absl::Status Varuna::OnRankZero(const std::function<absl::Status()>& action) {
   return AgreeOnStatus(options_.rank == 0 ? action() : absl::OkStatus());
 }
 
+absl::Status Varuna::UpdateModelState() {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> state = model_->replica_max_state();
+  if (groups_.data_parallel != nullptr && !state.empty()) {
+    // The maximum through the group's sum: each replica writes its values into its own row of
+    // a zero [replicas, n] table, and the sum of the tables holds every replica's row exactly
+    // (x + 0 == x), whose column maxima are the result.
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : state) flat.push_back(t.reshape({-1}).to(at::kFloat));
+    const at::Tensor values = at::cat(flat);
+    at::Tensor table = at::zeros({groups_.data_parallel->size(), values.numel()}, values.options());
+    table.select(0, groups_.data_parallel->rank()).copy_(values);
+    if (absl::Status status = groups_.data_parallel->AllReduceSum(table); !status.ok()) {
+      return status;
+    }
+    const at::Tensor maxima = std::get<0>(table.max(/*dim=*/0));
+    int64_t offset = 0;
+    for (at::Tensor& t : state) {
+      t.copy_(maxima.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+  model_->UpdateStateAfterBackward();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs,
                                         const std::function<bool()>& stop_requested) {
   if (!optimizer_) {
@@ -451,6 +477,7 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs,
   absl::StatusOr<at::Tensor> sum_of_squares = ReduceMasterGrads(result.loss_scale);
   if (!sum_of_squares.ok()) return sum_of_squares.status();
   ZeroModelGrads();
+  if (absl::Status status = UpdateModelState(); !status.ok()) return status;
 
   // Everything below stays on the device until the step's one read: the host queues the update
   // right behind the backward and never waits in between (on CUDA).
@@ -501,9 +528,18 @@ absl::StatusOr<double> Varuna::evaluate(const TensorMap& inputs) {
   if (examples == 0) return absl::InvalidArgumentError("the evaluation batch is empty");
   absl::StatusOr<Plan> plan = MakePlan(inputs, examples, ", as the batch's first input");
   if (!plan.ok()) return plan.status();
+  // The model's state (e.g. FP8 amaxes) as it was: an evaluation must not change training.
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_state;
+  for (const auto& [name, tensor] : model_->named_state()) {
+    saved_state.emplace_back(tensor, tensor.clone());
+  }
   model_->eval();
   absl::StatusOr<at::Tensor> loss = executor_->Evaluate(plan->micro_batches, plan->weights);
   model_->train();
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [tensor, saved] : saved_state) tensor.copy_(saved);
+  }
   if (!loss.ok()) return loss.status();
   at::Tensor agreed = loss->reshape({1});
   if (absl::Status status = AllRanksSum(agreed); !status.ok()) return status;

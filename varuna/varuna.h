@@ -167,7 +167,9 @@ class Varuna {
 
   // One training step over `inputs` (options.batch_size examples in dimension 0 of every
   // tensor): forward and backward of every micro-batch, tied-weight gradient sum, unscale,
-  // inf/NaN check, clipping, optimizer update. On overflow the weights, the optimizer state
+  // the model's state update (StageModule::replica_max_state reduced with MAX over the stage's
+  // replicas, then UpdateStateAfterBackward, on skipped steps too), inf/NaN check, clipping,
+  // optimizer update. On overflow the weights, the optimizer state
   // and its step count are left untouched and the loss scale backs off.
   // Host synchronisation: the inputs are best given on the host (LossWeight reads them there;
   // on CUDA they are copied asynchronously through page-locked memory, no copy needed if they
@@ -186,7 +188,8 @@ class Varuna {
   absl::StatusOr<StepResult> step(const TensorMap& inputs,
                                   const std::function<bool()>& stop_requested = nullptr);
 
-  // The mean loss over `inputs` (any number of examples), without gradients or dropout.
+  // The mean loss over `inputs` (any number of examples), without gradients or dropout. The
+  // model's named_state() is left as it was (an evaluation never changes training).
   absl::StatusOr<double> evaluate(const TensorMap& inputs);
 
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
@@ -273,6 +276,9 @@ class Varuna {
                                         const Acceptor& accept) const;
   absl::Status ApplyState(const LoadedState& state);
   void ZeroModelGrads();
+  // The model's per-step state update (StageModule::replica_max_state and
+  // UpdateStateAfterBackward): the maximum over the stage's replicas, then the model's update.
+  absl::Status UpdateModelState();
 
   VarunaOptions options_;
   std::shared_ptr<StageModule> model_;

@@ -3,8 +3,9 @@
 // atomicity, checkpoint/writer.h for staging and sharding).
 //
 // Per segment, the tensors named "<parameter>", "<parameter>.exp_avg" and
-// "<parameter>.exp_avg_sq" (fp32 master weight and Adam moments). In the metadata, under
-// "engine": the segment count, the optimizer step count and the loss scaler's state; under
+// "<parameter>.exp_avg_sq" (fp32 master weight and Adam moments), and the model's non-parameter
+// state (StageModule::named_state, e.g. FP8 amax histories) under its own names. In the metadata,
+// under "engine": the segment count, the optimizer step count and the loss scaler's state; under
 // "trainer": the caller's state. In each rank's marker: its stage, replica and RNG states.
 #include <ATen/ATen.h>
 
@@ -20,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "varuna/checkpoint/files.h"
-#include "varuna/comm/exception_status.h"
 #include "varuna/checkpoint/writer.h"
+#include "varuna/comm/exception_status.h"
 #include "varuna/pipeline/rng_state.h"
 #include "varuna/varuna.h"
 
@@ -67,7 +68,9 @@ struct Varuna::LoadedState {
   std::optional<LossScaler::State> scaler;  // set when the saved scale continues
   at::Tensor cpu_rng;
   at::Tensor cuda_rng;  // undefined: keep the current one
-  std::string note;     // about the layout
+  std::string note;     // about the layout and the model's state
+  // (the model's state tensor, its saved value), to copy in place.
+  std::vector<std::pair<at::Tensor, at::Tensor>> model_state;
 };
 
 RankCheckpoint Varuna::RankShare(const CheckpointOptions& options, int64_t iteration) const {
@@ -104,6 +107,11 @@ RankCheckpoint Varuna::RankShare(const CheckpointOptions& options, int64_t itera
       bytes.push_back(entry.tensor.numel() * static_cast<int64_t>(entry.tensor.element_size()));
     }
     writer = AssignShards(bytes, replicas);
+  }
+  // The model's non-parameter state (StageModule::named_state), written by replica 0.
+  for (auto& [name, tensor] : model_->named_state()) {
+    entries.push_back({model_->SegmentOf(name), name, tensor});
+    writer.push_back(0);
   }
   std::map<int, NamedTensors> mine;
   for (size_t k = 0; k < entries.size(); ++k) {
@@ -254,6 +262,31 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
     }
   }
 
+  // The model's non-parameter state: loaded where saved (with its shape); absent, it stays as
+  // it is (fresh), and the note says so.
+  std::vector<std::string> fresh;
+  for (auto& [name, current] : model_->named_state()) {
+    auto it = state.tensors.find(name);
+    if (it == state.tensors.end()) {
+      fresh.push_back(name);
+      continue;
+    }
+    if (it->second.sizes() != current.sizes()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": model state ", name, " has shape [", absl::StrJoin(it->second.sizes(), ", "),
+          "] in the checkpoint but [", absl::StrJoin(current.sizes(), ", "),
+          "] in this model: the setting that sizes it differs from the run that wrote the "
+          "checkpoint; run with that run's setting"));
+    }
+    state.model_state.emplace_back(current, it->second);
+  }
+  std::vector<std::string> notes;
+  if (!fresh.empty()) {
+    notes.push_back(absl::StrCat("the checkpoint holds none of ", fresh.size(),
+                                 " model state tensors (", fresh.front(),
+                                 fresh.size() > 1 ? ", ..." : "", "): they start fresh"));
+  }
+
   // RNG: under the layout that wrote it, each rank continues its own generator; under another
   // layout, every rank takes rank 0's (as every rank started from one seed).
   const json::Value* saved_map = FindString(data->layout, "stage_to_rank_map");
@@ -262,10 +295,11 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
                            saved_map->get_ref<const std::string&>() == current_map &&
                            data->rank_states.count(options_.rank) > 0;
   if (!same_layout) {
-    state.note = absl::StrCat("the layout changed from \"",
-                              saved_map ? saved_map->get<std::string>() : "unknown", "\" to \"",
-                              current_map, "\": every rank continues rank 0's RNG state");
+    notes.push_back(absl::StrCat("the layout changed from \"",
+                                 saved_map ? saved_map->get<std::string>() : "unknown", "\" to \"",
+                                 current_map, "\": every rank continues rank 0's RNG state"));
   }
+  state.note = absl::StrJoin(notes, "; ");
   auto rank_state = data->rank_states.find(same_layout ? options_.rank : 0);
   const json::Value* cpu_rng = rank_state != data->rank_states.end()
                                    ? FindString(rank_state->second, "cpu_rng_state")
@@ -316,12 +350,17 @@ absl::Status Varuna::ApplyState(const LoadedState& state) {
     if (absl::Status status = optimizer_->LoadStateOf(i, find); !status.ok()) return status;
   }
   optimizer_->set_step_count(state.optimizer_steps);
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& [tensor, saved] : state.model_state) tensor.copy_(saved);
+  }
   if (state.scaler) scaler_->set_state(*state.scaler);
   try {
     SetGeneratorState(c10::Device(c10::kCPU), state.cpu_rng);
     if (state.cuda_rng.defined()) SetGeneratorState(options_.device, state.cuda_rng);
   } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat("the saved RNG state is invalid: ", comm::OneLineMessage(e)));
+    return absl::DataLossError(
+        absl::StrCat("the saved RNG state is invalid: ", comm::OneLineMessage(e)));
   }
   return absl::OkStatus();
 }

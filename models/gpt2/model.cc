@@ -49,8 +49,12 @@ Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint6
   auto layers = register_module("h", std::make_shared<torch::nn::Module>("Layers"));
   for (int i = range.first; i <= range.last; ++i) {
     layers_.push_back(layers->register_module(
-        std::to_string(i), std::make_shared<TransformerLayer>(config, execution.attention,
-                                                              execution.bias_dropout_fusion)));
+        std::to_string(i), std::make_shared<TransformerLayer>(
+                               config, execution.attention, execution.bias_dropout_fusion,
+                               execution.bias_dropout_add_layernorm_fusion)));
+  }
+  if (execution.fp8) {
+    for (auto& [name, linear] : Fp8Linears()) linear->EnableFp8(*execution.fp8);
   }
   if (range.last == last_segment) {
     ln_f_ = register_module("ln_f", std::make_shared<LayerNormParams>(h));
@@ -59,6 +63,72 @@ Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint6
 
   for (auto& item : named_parameters()) {
     InitializeParameter(config_, seed, item.key(), item.value());
+  }
+}
+
+absl::Status ValidateFp8Shapes(const Gpt2Config& config,
+                               const std::vector<int64_t>& micro_batch_sizes) {
+  if (config.hidden_size % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fp8-format needs --hidden-size to be a multiple of 16 (the FP8 GEMMs' constraint); "
+        "it is ",
+        config.hidden_size, ": choose a multiple of 16, or drop --fp8-format"));
+  }
+  for (int64_t examples : micro_batch_sizes) {
+    const int64_t tokens = examples * config.seq_length;
+    if (tokens % 16 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--fp8-format needs every micro-batch's tokens (examples x --seq-length) to be a "
+          "multiple of 16 (the FP8 GEMMs' constraint); a micro-batch of ",
+          examples, " x ", config.seq_length, " = ", tokens,
+          " tokens is not: choose --seq-length, --micro-batch-size and --batch-size so that it "
+          "is (a --seq-length that is a multiple of 16 always works), or drop --fp8-format"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, LinearParams*>> Gpt2Stage::Fp8Linears() const {
+  std::vector<std::pair<std::string, LinearParams*>> out;
+  for (size_t k = 0; k < layers_.size(); ++k) {
+    const TransformerLayer& layer = *layers_[k];
+    const std::string prefix = absl::StrCat("h.", range_.first + static_cast<int>(k), ".");
+    out.emplace_back(prefix + "attn.c_attn", layer.attn->c_attn.get());
+    out.emplace_back(prefix + "attn.c_proj", layer.attn->c_proj.get());
+    out.emplace_back(prefix + "mlp.c_fc", layer.mlp->c_fc.get());
+    out.emplace_back(prefix + "mlp.c_proj", layer.mlp->c_proj.get());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Gpt2Stage::named_state() {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (auto& [name, linear] : Fp8Linears()) {
+    varuna::kernels::Fp8LinearMeta* meta = linear->fp8_meta();
+    if (meta == nullptr) continue;
+    for (auto& [field, tensor] : varuna::kernels::Fp8LinearMetaTensors(*meta)) {
+      out.emplace_back(absl::StrCat(name, ".fp8.", field), tensor);
+    }
+  }
+  return out;
+}
+
+std::vector<at::Tensor> Gpt2Stage::replica_max_state() {
+  std::vector<at::Tensor> out;
+  for (auto& [name, linear] : Fp8Linears()) {
+    varuna::kernels::Fp8LinearMeta* meta = linear->fp8_meta();
+    if (meta == nullptr) continue;
+    for (varuna::kernels::Fp8Meta* role : {&meta->input, &meta->weight, &meta->grad_output}) {
+      out.push_back(role->amax_history.narrow(0, 0, 1));
+    }
+  }
+  return out;
+}
+
+void Gpt2Stage::UpdateStateAfterBackward() {
+  for (auto& [name, linear] : Fp8Linears()) {
+    varuna::kernels::Fp8LinearMeta* meta = linear->fp8_meta();
+    if (meta != nullptr) varuna::kernels::UpdateFp8Scales(*linear->fp8_recipe(), meta);
   }
 }
 
@@ -176,6 +246,10 @@ std::vector<varuna::SharedWeight> Gpt2Stage::shared_weights() const {
 }
 
 int Gpt2Stage::SegmentOf(const std::string& parameter_name) const {
+  // A linear's FP8 state, "<linear>.fp8.<role>.<field>", lives with the linear's weight.
+  if (const size_t fp8 = parameter_name.find(".fp8."); fp8 != std::string::npos) {
+    return SegmentOfParameter(config_, parameter_name.substr(0, fp8) + ".weight");
+  }
   return SegmentOfParameter(config_, parameter_name);
 }
 

@@ -32,12 +32,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/transformer_layer.h"
+#include "varuna/kernels/fp8_linear.h"
 #include "varuna/pipeline/cut_point.h"
 #include "varuna/pipeline/stage_module.h"
 
@@ -59,7 +62,25 @@ struct Gpt2ExecutionOptions {
   // same function: bitwise the same loss and gradients on the CPU (where the masks are drawn as
   // at::dropout draws them); on CUDA the same up to rounding and the same dropout distribution.
   bool bias_dropout_fusion = true;
+  // With bias_dropout_fusion: the attention's residual add and ln_2 as one op
+  // (varuna::kernels::BiasDropoutAddLayerNorm; --bias-dropout-add-layernorm-fusion, on by
+  // default). The same function: bitwise on the CPU, the same dropout masks on CUDA.
+  bool bias_dropout_add_layernorm_fusion = true;
+  // FP8 (Megatron's --fp8-format): set, the four linears of every layer compute in FP8 with
+  // this delayed-scaling recipe (varuna::kernels::Fp8Linear); the embeddings, LayerNorms,
+  // attention's softmax and the LM head stay in the model's dtype. Each linear's state (amax
+  // histories and scales) is the stage's named_state(), "<linear>.fp8.<role>.<field>", e.g.
+  // "h.3.attn.c_attn.fp8.input.amax_history": saved in checkpoints, the amaxes agreed over the
+  // replicas with MAX and the scales updated once per step (UpdateStateAfterBackward).
+  // Micro-batch x sequence and the hidden size must be multiples of 16 (ValidateFp8Shapes).
+  std::optional<varuna::kernels::Fp8Recipe> fp8;
 };
+
+// OK if FP8 linears can run `config` on micro-batches of each of `micro_batch_sizes` examples:
+// every micro-batch's tokens (examples x seq_length) and the hidden size are multiples of 16
+// (the FP8 GEMMs' constraint); otherwise InvalidArgument naming the numbers and the fix.
+absl::Status ValidateFp8Shapes(const Gpt2Config& config,
+                               const std::vector<int64_t>& micro_batch_sizes);
 
 // OK if `range` is a non-empty range of segments of a model with `config` (which must be
 // valid); otherwise InvalidArgument naming the range, the model's segment count and the fix.
@@ -94,6 +115,14 @@ class Gpt2Stage : public varuna::StageModule {
   // Per parameter_names.h, for every full-model name (held or not); -1 if unknown.
   int SegmentOf(const std::string& parameter_name) const override;
 
+  // The FP8 state of every held linear, "<linear>.fp8.<role>.<field>" (see
+  // Gpt2ExecutionOptions::fp8); empty without FP8. SegmentOf maps these names to their layer.
+  std::vector<std::pair<std::string, at::Tensor>> named_state() override;
+  // Every held linear's amax_history[0] of each role (the amaxes of this step).
+  std::vector<at::Tensor> replica_max_state() override;
+  // varuna::kernels::UpdateFp8Scales on every held FP8 linear.
+  void UpdateStateAfterBackward() override;
+
   // False for biases and LayerNorm weights, true otherwise (parameter_names.h).
   bool DecaysWeight(const std::string& parameter_name) const override;
   // The number of tokens the loss counts: the sum of "loss_mask" (the loss is their mean).
@@ -114,6 +143,9 @@ class Gpt2Stage : public varuna::StageModule {
   torch::Tensor Embed(const varuna::TensorMap& inputs);
   torch::Tensor AttentionMask(const varuna::TensorMap& inputs, const torch::Tensor& x) const;
   std::string Where() const;  // "Gpt2Stage(segments [a, b] of L)" for messages
+  // The held FP8 linears by full-model name ("h.3.attn.c_attn"), in layer order; empty
+  // without FP8.
+  std::vector<std::pair<std::string, LinearParams*>> Fp8Linears() const;
 
   Gpt2Config config_;
   varuna::SegmentRange range_;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "varuna/kernels/bias_dropout_add.h"
+#include "varuna/kernels/bias_dropout_add_layer_norm.h"
 #include "varuna/kernels/bias_gelu.h"
 #include "varuna/kernels/layer_norm.h"
 
@@ -19,6 +20,31 @@ LinearParams::LinearParams(int64_t in_features, int64_t out_features)
     : torch::nn::Module("LinearParams") {
   weight = register_parameter("weight", at::empty({out_features, in_features}));
   bias = register_parameter("bias", at::empty({out_features}));
+}
+
+void LinearParams::EnableFp8(const varuna::kernels::Fp8Recipe& recipe) {
+  fp8_recipe_ = recipe;
+  fp8_meta_.reset();
+}
+
+varuna::kernels::Fp8LinearMeta* LinearParams::fp8_meta() {
+  if (!fp8_recipe_) return nullptr;
+  if (!fp8_meta_) {
+    fp8_meta_ = varuna::kernels::MakeFp8LinearMeta(*fp8_recipe_, weight.device());
+  } else if (fp8_meta_->input.scale.device() != weight.device()) {
+    // The module moved after the state was made: move it along, keeping the tensors' identity.
+    for (auto& [name, tensor] : varuna::kernels::Fp8LinearMetaTensors(*fp8_meta_)) {
+      tensor.set_data(tensor.to(weight.device()));
+    }
+  }
+  return &*fp8_meta_;
+}
+
+torch::Tensor Linear(LinearParams& params, const torch::Tensor& x, const torch::Tensor& bias) {
+  if (varuna::kernels::Fp8LinearMeta* meta = params.fp8_meta()) {
+    return varuna::kernels::Fp8Linear(x, params.weight, bias, *meta);
+  }
+  return at::linear(x, params.weight, bias);
 }
 
 LayerNormParams::LayerNormParams(int64_t features) : torch::nn::Module("LayerNormParams") {
@@ -55,7 +81,7 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
   const int64_t d = h / num_heads;
   const torch::Tensor c_proj_bias = skip_bias_add ? torch::Tensor() : params.c_proj->bias;
   // [b, s, 3h] -> three [b, heads, s, d]; the columns are [Q | K | V], heads contiguous.
-  const torch::Tensor qkv = at::linear(x, params.c_attn->weight, params.c_attn->bias);
+  const torch::Tensor qkv = Linear(*params.c_attn, x, params.c_attn->bias);
   const std::vector<torch::Tensor> parts = qkv.split(h, /*dim=*/-1);
   auto heads = [&](const torch::Tensor& t) { return t.view({b, s, num_heads, d}).transpose(1, 2); };
   const torch::Tensor q = heads(parts[0]);
@@ -64,8 +90,7 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
   if (!mask.defined()) {
     const torch::Tensor context =
         varuna::kernels::CausalAttention(q, k, v, dropout, training, backend);
-    return at::linear(context.transpose(1, 2).reshape({b, s, h}), params.c_proj->weight,
-                      c_proj_bias);
+    return Linear(*params.c_proj, context.transpose(1, 2).reshape({b, s, h}), c_proj_bias);
   }
 
   // An explicit mask (e.g. --reset-attention-mask): the unfused composition.
@@ -81,22 +106,22 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
 
   // [b, heads, s, d] -> [b, s, h], heads back in the order c_attn produced them.
   const torch::Tensor context = at::matmul(probs, v).transpose(1, 2).reshape({b, s, h});
-  return at::linear(context, params.c_proj->weight, c_proj_bias);
+  return Linear(*params.c_proj, context, c_proj_bias);
 }
 
 torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bias_add) {
   const torch::Tensor inner =
-      varuna::kernels::BiasGelu(at::linear(x, params.c_fc->weight), params.c_fc->bias);
-  return at::linear(inner, params.c_proj->weight,
-                    skip_bias_add ? torch::Tensor() : params.c_proj->bias);
+      varuna::kernels::BiasGelu(Linear(*params.c_fc, x, torch::Tensor()), params.c_fc->bias);
+  return Linear(*params.c_proj, inner, skip_bias_add ? torch::Tensor() : params.c_proj->bias);
 }
 
 TransformerLayer::TransformerLayer(const Gpt2Config& config,
                                    varuna::kernels::AttentionBackend attention_backend,
-                                   bool bias_dropout_fusion)
+                                   bool bias_dropout_fusion, bool bias_dropout_add_layernorm_fusion)
     : torch::nn::Module("TransformerLayer"),
       attention_backend_(attention_backend),
       bias_dropout_fusion_(bias_dropout_fusion),
+      bias_dropout_add_layernorm_fusion_(bias_dropout_fusion && bias_dropout_add_layernorm_fusion),
       num_heads_(config.num_attention_heads),
       hidden_dropout_(config.hidden_dropout),
       attention_dropout_(config.attention_dropout),
@@ -122,10 +147,21 @@ torch::Tensor TransformerLayer::Forward(const torch::Tensor& x, const torch::Ten
   const torch::Tensor attention =
       SelfAttention(*attn, LayerNorm(*ln_1, x, layernorm_epsilon_), mask, num_heads_,
                     attention_dropout_, training, attention_backend_, /*skip_bias_add=*/true);
-  const torch::Tensor y =
-      varuna::kernels::BiasDropoutAdd(attention, attn->c_proj->bias, x, hidden_dropout_, training);
-  const torch::Tensor mlp_out =
-      Mlp(*mlp, LayerNorm(*ln_2, y, layernorm_epsilon_), /*skip_bias_add=*/true);
+  torch::Tensor y;
+  torch::Tensor normalized;
+  if (bias_dropout_add_layernorm_fusion_) {
+    // The attention residual add and ln_2 in one op: y and ln_2(y) from one pass.
+    varuna::kernels::BiasDropoutAddLayerNormOutputs out = varuna::kernels::BiasDropoutAddLayerNorm(
+        attention, attn->c_proj->bias, x, ln_2->weight, ln_2->bias, hidden_dropout_, training,
+        layernorm_epsilon_);
+    y = out.residual;
+    normalized = out.output;
+  } else {
+    y = varuna::kernels::BiasDropoutAdd(attention, attn->c_proj->bias, x, hidden_dropout_,
+                                        training);
+    normalized = LayerNorm(*ln_2, y, layernorm_epsilon_);
+  }
+  const torch::Tensor mlp_out = Mlp(*mlp, normalized, /*skip_bias_add=*/true);
   return varuna::kernels::BiasDropoutAdd(mlp_out, mlp->c_proj->bias, y, hidden_dropout_, training);
 }
 

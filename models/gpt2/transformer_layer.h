@@ -11,6 +11,19 @@
 // masks are drawn as at::dropout draws them), one pass over the activations instead of three,
 // and the bias gradient summed in the same pass as the input gradient.
 //
+// With bias-dropout-add-LayerNorm fusion as well (--bias-dropout-add-layernorm-fusion, on with
+// --bias-dropout-fusion), the attention's residual add and ln_2 are one
+// varuna::kernels::BiasDropoutAddLayerNorm: one pass writes the sum and its normalised form, and
+// the backward adds the sum's two gradients in the LayerNorm's pass (bitwise the same on the
+// CPU). The MLP's residual add and the next layer's ln_1 are not joined: a cut point (a possible
+// stage boundary and recompute boundary) lies between them, so the pair would have to pass and
+// keep two tensors [b, s, h] across it (the sum and its normalised form) instead of one, and
+// ln_1's parameters belong to the next layer, possibly on another stage.
+//
+// With FP8 on (Gpt2ExecutionOptions::fp8), the four linears of a layer (attn.c_attn,
+// attn.c_proj, mlp.c_fc, mlp.c_proj) compute through varuna::kernels::Fp8Linear (Linear below);
+// LayerNorm, softmax and the residual adds stay as they are.
+//
 // Parameters are allocated uninitialised on the CPU in float32; Gpt2Stage initialises them by
 // name (init.h). Module and parameter names follow parameter_names.h. All functions work in
 // float32 and float64, and in float16/bfloat16, where softmax runs in float32.
@@ -23,22 +36,42 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "models/gpt2/config.h"
 #include "varuna/kernels/causal_attention.h"
+#include "varuna/kernels/fp8_linear.h"
 
 namespace gpt2 {
 
 // The dtype softmax and the loss are computed in: float32 for half types, else `dtype`.
 at::ScalarType AccumulationType(at::ScalarType dtype);
 
-// Parameters of y = x W^T + b: weight [out, in] (LibTorch Linear layout), bias [out].
+// Parameters of y = x W^T + b: weight [out, in] (LibTorch Linear layout), bias [out]; and, when
+// FP8 is on for the layer, its delayed-scaling state (not a parameter or buffer: the optimizer
+// and to() never see it).
 class LinearParams : public torch::nn::Module {
  public:
   LinearParams(int64_t in_features, int64_t out_features);
   torch::Tensor weight;
   torch::Tensor bias;
+
+  // From now on Linear() computes this layer in FP8 with `recipe` (which must be valid).
+  void EnableFp8(const varuna::kernels::Fp8Recipe& recipe);
+  // The FP8 state, made fresh on the weight's device at the first call (so after the module has
+  // moved to its device); the same tensors on every later call. Null when FP8 is off.
+  varuna::kernels::Fp8LinearMeta* fp8_meta();
+  const std::optional<varuna::kernels::Fp8Recipe>& fp8_recipe() const { return fp8_recipe_; }
+
+ private:
+  std::optional<varuna::kernels::Fp8Recipe> fp8_recipe_;
+  std::optional<varuna::kernels::Fp8LinearMeta> fp8_meta_;
 };
+
+// y = x W^T + b with `params`' weight and the given `bias` (undefined: none): at::linear, or
+// varuna::kernels::Fp8Linear when FP8 is on for `params` (x's rows and both dims must then be
+// multiples of 16).
+torch::Tensor Linear(LinearParams& params, const torch::Tensor& x, const torch::Tensor& bias);
 
 // Parameters of a LayerNorm over the last dimension: weight and bias [features].
 class LayerNormParams : public torch::nn::Module {
@@ -92,9 +125,10 @@ class TransformerLayer : public torch::nn::Module {
  public:
   // Registers ln_1, attn, ln_2, mlp (uninitialised) for `config`, which must be valid; causal
   // attention runs on `attention_backend`; `bias_dropout_fusion` selects the fused residual
-  // adds (the parameters and their names are the same either way).
+  // adds, and with it `bias_dropout_add_layernorm_fusion` the fused attention residual add +
+  // ln_2 (the parameters and their names are the same either way).
   TransformerLayer(const Gpt2Config& config, varuna::kernels::AttentionBackend attention_backend,
-                   bool bias_dropout_fusion = true);
+                   bool bias_dropout_fusion = true, bool bias_dropout_add_layernorm_fusion = true);
 
   // x [b, s, h] -> [b, s, h]. `mask` as for SelfAttention (undefined: causal). Dropout follows
   // is_training().
@@ -108,6 +142,7 @@ class TransformerLayer : public torch::nn::Module {
  private:
   varuna::kernels::AttentionBackend attention_backend_;
   bool bias_dropout_fusion_;
+  bool bias_dropout_add_layernorm_fusion_;  // and bias_dropout_fusion_
   int64_t num_heads_;
   double hidden_dropout_;
   double attention_dropout_;

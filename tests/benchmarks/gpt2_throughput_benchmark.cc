@@ -7,6 +7,10 @@
 //       --preset=gpt2-tiny --device=cpu --dtype=fp32 --steps=5 --profile-ops
 //   bazel build -c opt --config=cuda //tests/benchmarks:gpt2_throughput_benchmark   # for a GPU
 //
+// --fp8-format=hybrid|e4m3: the four linears of each layer in FP8 (pretrain_gpt2's flag);
+// --fp8-compare with it: the run without FP8 and then with it, same seed and batches, and the
+// ratio of tokens/s and the relative difference of the last loss (tests/gpu/session.sh fp8).
+//
 // The run: --warmup-steps untimed steps, then --steps timed ones (device synchronised before
 // and after), every step's loss, loss scale and skipped flag printed. The data are
 // --distinct-batches fixed batches of random token sequences (uniform over the vocabulary,
@@ -69,11 +73,13 @@
 #include "trainer/attention_backend.h"
 #include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
+#include "trainer/fp8_flags.h"
 #include "trainer/gpt_engine.h"
 #include "trainer/throughput.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
 #include "varuna/kernels/causal_attention.h"
+#include "varuna/kernels/fp8_linear.h"
 #include "varuna/pipeline/schedule.h"
 #include "varuna/varuna.h"
 
@@ -109,9 +115,12 @@ struct Flags {
   int profile_steps = 3;
   double peak_tflops = 0;
   bool deterministic = false;
-  bool cross_entropy_loss_fusion = false;
+  bool cross_entropy_loss_fusion = true;
   bool bias_dropout_fusion = true;
+  bool bias_dropout_add_layernorm_fusion = true;
   bool sweep_micro_batch = false;
+  std::string fp8_format;  // pretrain_gpt2's --fp8-format ("": off)
+  bool fp8_compare = false;
 };
 
 // Registers the flags on `parser`; parsing writes them into `f`, which must outlive it.
@@ -143,10 +152,21 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.AddAlias("deterministic-mode", "deterministic");
   parser.Add("cross-entropy-loss-fusion", &f.cross_entropy_loss_fusion,
              "pretrain_gpt2's --cross-entropy-loss-fusion: the LM head and loss a chunk of "
-             "tokens at a time");
+             "tokens at a time (on by default, as there; --no-cross-entropy-loss-fusion: the "
+             "unfused LM head + loss)");
   parser.Add("bias-dropout-fusion", &f.bias_dropout_fusion,
              "pretrain_gpt2's --bias-dropout-fusion (on by default); --no-bias-dropout-fusion: "
              "the unfused linear + dropout + residual add (the baseline of the fused one)");
+  parser.Add("bias-dropout-add-layernorm-fusion", &f.bias_dropout_add_layernorm_fusion,
+             "pretrain_gpt2's --bias-dropout-add-layernorm-fusion (on by default, with "
+             "--bias-dropout-fusion): the attention residual add and ln_2 in one op");
+  parser.Add("fp8-format", &f.fp8_format,
+             "pretrain_gpt2's --fp8-format: hybrid or e4m3 in the four linears of each layer "
+             "(Megatron's amax history 1, most_recent); off when not given");
+  parser.Add("fp8-compare", &f.fp8_compare,
+             "with --fp8-format: the run without FP8, then with it on a fresh engine (same seed, "
+             "same batches); prints FP8 tokens/s / the other's and the relative difference of "
+             "the last step's loss (issue 26: at least 1.25x, within 1%, at 1.5B after 200 steps)");
   parser.Add("sweep-micro-batch", &f.sweep_micro_batch,
              "run micro-batches 1, 2, 4, ... up to --batch-size (until one runs out of memory) "
              "and report the best (ignores --chunk-size)");
@@ -176,9 +196,12 @@ struct Options {
   int profile_steps = 0;
   double peak_tflops = 0;
   bool deterministic = false;
-  bool cross_entropy_loss_fusion = false;
+  bool cross_entropy_loss_fusion = true;
   bool bias_dropout_fusion = true;
+  bool bias_dropout_add_layernorm_fusion = true;
   bool sweep_micro_batch = false;
+  std::optional<varuna::kernels::Fp8Recipe> fp8;
+  bool fp8_compare = false;
   gpt2::Gpt2Config model;
 };
 
@@ -234,7 +257,16 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.deterministic = f.deterministic;
   o.cross_entropy_loss_fusion = f.cross_entropy_loss_fusion;
   o.bias_dropout_fusion = f.bias_dropout_fusion;
+  o.bias_dropout_add_layernorm_fusion = f.bias_dropout_add_layernorm_fusion;
   o.sweep_micro_batch = f.sweep_micro_batch;
+  absl::StatusOr<std::optional<varuna::kernels::Fp8Recipe>> fp8 =
+      trainer::Fp8RecipeFromFlags(f.fp8_format, 1, "most_recent", 0, /*others_given=*/false);
+  if (!fp8.ok()) return fp8.status();
+  o.fp8 = *fp8;
+  o.fp8_compare = f.fp8_compare;
+  if (o.fp8_compare && !o.fp8) {
+    return Invalid("fp8-compare", "true", "needs --fp8-format=hybrid (or e4m3) to compare with");
+  }
   o.model.vocab_size = f.vocab_size;
   if (f.seq_length > 0) {
     o.model.seq_length = f.seq_length;
@@ -485,6 +517,8 @@ absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
   options.attention_backend = o.attention_backend;
   options.fused_cross_entropy = o.cross_entropy_loss_fusion;
   options.bias_dropout_fusion = o.bias_dropout_fusion;
+  options.bias_dropout_add_layernorm_fusion = o.bias_dropout_add_layernorm_fusion;
+  options.fp8 = o.fp8;
   options.deterministic = deterministic;
   options.seed = static_cast<uint64_t>(o.seed);
   options.adam.lr = o.lr;
@@ -613,7 +647,42 @@ absl::Status SweepMicroBatch(const Options& o) {
   return absl::OkStatus();
 }
 
+// --fp8-compare: the run without FP8, then with it, and their ratios.
+absl::Status CompareFp8(const Options& o) {
+  Options baseline = o;
+  baseline.fp8.reset();
+  absl::StatusOr<Value> without = Benchmark(baseline, /*deterministic=*/false);
+  if (!without.ok()) return without.status();
+  absl::PrintF("\nthe same with --fp8-format=%s:\n", varuna::kernels::Fp8FormatName(o.fp8->format));
+  absl::StatusOr<Value> with = Benchmark(o, /*deterministic=*/false);
+  if (!with.ok()) return with.status();
+  const double tokens = (*with)["tokens_per_s"].get<double>();
+  const double base_tokens = (*without)["tokens_per_s"].get<double>();
+  const double loss = (*with)["losses"][1].get<double>();
+  const double base_loss = (*without)["losses"][1].get<double>();
+  const double difference = (loss - base_loss) / base_loss;
+  absl::PrintF(
+      "fp8 %s: %.0f tokens/s against %.0f (%s): ratio %.3f; loss after %d steps %.6f against "
+      "%.6f: relative difference %+.4f (goal: ratio >= 1.25, |difference| <= 0.01)\n",
+      varuna::kernels::Fp8FormatName(o.fp8->format), tokens, base_tokens, o.dtype_name,
+      tokens / base_tokens, o.warmup_steps + o.steps, loss, base_loss, difference);
+  Value json = Value::object();
+  json["fp8_ratio"] = tokens / base_tokens;
+  json["fp8_loss_relative_difference"] = difference;
+  json["preset"] = o.preset;
+  json["dtype"] = o.dtype_name;
+  json["fp8_format"] = varuna::kernels::Fp8FormatName(o.fp8->format);
+  json["steps"] = o.warmup_steps + o.steps;
+  json["fp8_tokens_per_s"] = tokens;
+  json["baseline_tokens_per_s"] = base_tokens;
+  json["fp8_loss"] = loss;
+  json["baseline_loss"] = base_loss;
+  absl::PrintF("%s\n", varuna::json::Serialize(json).c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Main(const Options& o) {
+  if (o.fp8_compare) return CompareFp8(o);
   if (o.sweep_micro_batch) return SweepMicroBatch(o);
   absl::StatusOr<Value> standard_run = Benchmark(o, /*deterministic=*/false);
   if (!standard_run.ok() || !o.deterministic) return standard_run.status();

@@ -15,14 +15,17 @@
 // composition and ATen's masked softmax are checked to agree on the benchmark's inputs (a
 // reference computing something else would make its time meaningless); a mismatch exits 1.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -36,6 +39,7 @@
 #include "trainer/device_name.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/kernels/bias_dropout_add.h"
+#include "varuna/kernels/bias_dropout_add_layer_norm.h"
 #include "varuna/kernels/bias_gelu.h"
 #include "varuna/kernels/causal_attention.h"
 #include "varuna/kernels/causal_softmax.h"
@@ -101,6 +105,10 @@ class Benchmark {
       LayerNorm(tokens, options_.quick ? h / 8 : h, rows);
       BiasGelu(tokens, options_.quick ? h / 2 : 4 * h, rows);
       if (absl::Status status = BiasDropoutAdd(tokens, options_.quick ? h / 8 : h, rows);
+          !status.ok()) {
+        return status;
+      }
+      if (absl::Status status = BiasDropoutAddLayerNorm(tokens, options_.quick ? h / 8 : h, rows);
           !status.ok()) {
         return status;
       }
@@ -241,6 +249,78 @@ class Benchmark {
     backward.fused_ms = Time([&] { varuna::kernels::BiasDropoutAddBackward(dy, result.mask, kP); });
     backward.unfused_ms =
         Time([&] { at::native_dropout_backward(dy, result.mask, 1.0 / (1.0 - kP)).sum(0); });
+    out.push_back(backward);
+    return absl::OkStatus();
+  }
+
+  // The attention residual add + ln_2 (--bias-dropout-add-layernorm-fusion), p = 0.1 in
+  // training, against the two fused ops it replaces (BiasDropoutAdd, then LayerNorm; backward:
+  // LayerNormBackward, the add of the residual's two gradients, BiasDropoutAddBackward). Checked
+  // first: from the same generator state both draw the same mask and agree to the dtype's
+  // rounding.
+  absl::Status BiasDropoutAddLayerNorm(int64_t rows, int64_t n, std::vector<Row>& out) {
+    constexpr double kP = 0.1;
+    constexpr double kEpsilon = 1e-5;
+    const at::Tensor x = Random({rows, n}, dtype_);
+    const at::Tensor b = Random({n}, dtype_);
+    const at::Tensor residual = Random({rows, n}, dtype_);
+    const at::Tensor w = Random({n}, dtype_);
+    const at::Tensor ln_b = Random({n}, dtype_);
+    const at::Tensor dy = Random({rows, n}, dtype_);
+    const at::Tensor dr = Random({rows, n}, dtype_);
+    const std::string shape = absl::StrFormat("[%d, %d]", rows, n);
+    const double elements = static_cast<double>(rows * n);
+    at::Generator generator = at::globalContext().defaultGenerator(device_);
+    at::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      state = generator.get_state();
+    }
+    const varuna::kernels::BiasDropoutAddLayerNormResult fused =
+        varuna::kernels::BiasDropoutAddLayerNormForward(x, b, residual, w, ln_b, kP,
+                                                        /*training=*/true, kEpsilon);
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    }
+    const varuna::kernels::BiasDropoutAddResult sum =
+        varuna::kernels::BiasDropoutAddForward(x, b, residual, kP, /*training=*/true);
+    const varuna::kernels::LayerNormForwardResult norm =
+        varuna::kernels::LayerNormForward(sum.output, w, ln_b, kEpsilon);
+    const double tolerance = dtype_ == at::kFloat ? 1e-4 : dtype_ == at::kHalf ? 2e-2 : 1e-1;
+    const double worst = std::max(
+        (fused.residual.to(at::kFloat) - sum.output.to(at::kFloat)).abs().max().item<double>(),
+        (fused.output.to(at::kFloat) - norm.output.to(at::kFloat)).abs().max().item<double>());
+    if (!at::equal(fused.mask, sum.mask) || !(worst <= tolerance)) {
+      return absl::InternalError(absl::StrFormat(
+          "bias_dropout_add_layer_norm differs from bias_dropout_add + layer_norm (same mask: "
+          "%s, values by up to %g, tolerance %g for %s): the fused op is wrong, its time would "
+          "mean nothing",
+          at::equal(fused.mask, sum.mask) ? "yes" : "no", worst, tolerance, c10::toString(dtype_)));
+    }
+    // Reads x and residual, writes r, y and the mask (the parameters are 3n elements).
+    Row forward{"bias_dropout_add_layer_norm forward", shape, elements * (4 * Size() + 1)};
+    forward.fused_ms = Time([&] {
+      varuna::kernels::BiasDropoutAddLayerNormForward(x, b, residual, w, ln_b, kP, true, kEpsilon);
+    });
+    forward.unfused_ms = Time([&] {
+      const varuna::kernels::BiasDropoutAddResult s =
+          varuna::kernels::BiasDropoutAddForward(x, b, residual, kP, true);
+      varuna::kernels::LayerNormForward(s.output, w, ln_b, kEpsilon);
+    });
+    out.push_back(forward);
+
+    // Reads dy, dr, r and the mask, writes dresidual and dx.
+    Row backward{"bias_dropout_add_layer_norm backward", shape, elements * (5 * Size() + 1)};
+    backward.fused_ms = Time([&] {
+      varuna::kernels::BiasDropoutAddLayerNormBackward(dy, dr, fused.residual, fused.mask,
+                                                       fused.mean, fused.rstd, w, kP);
+    });
+    backward.unfused_ms = Time([&] {
+      const varuna::kernels::LayerNormGrads g =
+          varuna::kernels::LayerNormBackward(dy, sum.output, norm.mean, norm.rstd, w);
+      varuna::kernels::BiasDropoutAddBackward(dr + g.input, sum.mask, kP);
+    });
     out.push_back(backward);
     return absl::OkStatus();
   }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "data/npy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "varuna/io/crc32c.h"
 
 namespace data {
 namespace {
@@ -150,11 +152,15 @@ TEST(GptIndexTest, BuildMatchesMegatronWithNumpy) {
               ElementsAre(0, 0, 0, 3, 1, 1, 1, 4, 3, 2, 6, 2, 7, 0, 8, 0));
   EXPECT_THAT(Values(valid->shuffle_idx()), ElementsAre(5, 0, 3, 4, 2, 6, 1));
 
-  // The cache files carry Megatron's names and NumPy's bytes.
-  const GptIndexPaths paths = GptIndexCachePaths(prefix, Options("train", 10, 4));
-  EXPECT_EQ(paths.doc_idx, prefix + "_train_indexmap_10ns_4sl_1234s_doc_idx.npy");
-  EXPECT_EQ(paths.sample_idx, prefix + "_train_indexmap_10ns_4sl_1234s_sample_idx.npy");
-  EXPECT_EQ(paths.shuffle_idx, prefix + "_train_indexmap_10ns_4sl_1234s_shuffle_idx.npy");
+  // The cache files carry Megatron's names, then the CRC of the prefix and range, and NumPy's
+  // bytes.
+  const GptIndexPaths paths = GptIndexCachePaths(prefix, {0, 9}, Options("train", 10, 4));
+  const std::string source = prefix + " documents [0, 9)";
+  const std::string stem = prefix + "_train_indexmap_10ns_4sl_1234s_" +
+                           varuna::Crc32cToHex(varuna::Crc32c(source.data(), source.size())) + "_";
+  EXPECT_EQ(paths.doc_idx, stem + "doc_idx.npy");
+  EXPECT_EQ(paths.sample_idx, stem + "sample_idx.npy");
+  EXPECT_EQ(paths.shuffle_idx, stem + "shuffle_idx.npy");
   absl::StatusOr<NpyArray> shuffle = NpyArray::Load(paths.shuffle_idx);
   ASSERT_TRUE(shuffle.ok()) << shuffle.status();
   EXPECT_EQ(shuffle->dtype(), NpyDtype::kUInt32);
@@ -175,7 +181,7 @@ TEST(GptIndexTest, SecondBuildLoadsTheCacheWithoutRewriting) {
   absl::StatusOr<GptIndex> first = GptIndex::BuildOrLoad(prefix, kGoldenSizes, {0, 9}, options);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->loaded_from_cache());
-  const GptIndexPaths paths = GptIndexCachePaths(prefix, options);
+  const GptIndexPaths paths = GptIndexCachePaths(prefix, {0, 9}, options);
   const int64_t mtime = MtimeNs(paths.shuffle_idx);
   const int64_t doc_mtime = MtimeNs(paths.doc_idx);
   ASSERT_GT(mtime, 0);
@@ -218,7 +224,7 @@ TEST(GptIndexTest, ProgressSaysBuildingAndItsTimeOrOneLineWhenLoaded) {
   ASSERT_TRUE(GptIndex::BuildOrLoad(prefix, kGoldenSizes, {0, 9}, options).ok());
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0], "> loaded the train sample index of 11 samples from " +
-                          GptIndexCachePaths(prefix, options).shuffle_idx);
+                          GptIndexCachePaths(prefix, {0, 9}, options).shuffle_idx);
 }
 
 TEST(GptIndexTest, CacheDirectoryKeepsTheDataDirectoryUntouched) {
@@ -226,13 +232,18 @@ TEST(GptIndexTest, CacheDirectoryKeepsTheDataDirectoryUntouched) {
   const std::string cache_dir = MakeDir("index_cache");
   GptIndexOptions options = Options("test", 3, 4);
   options.cache_dir = cache_dir;
-  const GptIndexPaths paths = GptIndexCachePaths(data_dir + "/my_text_document", options);
-  EXPECT_EQ(paths.doc_idx, cache_dir + "/my_text_document_test_indexmap_3ns_4sl_1234s_doc_idx.npy");
+  const GptIndexPaths paths = GptIndexCachePaths(data_dir + "/my_text_document", {0, 3}, options);
+  EXPECT_THAT(paths.doc_idx, ::testing::StartsWith(
+                                 cache_dir + "/my_text_document_test_indexmap_3ns_4sl_1234s_0x"));
   absl::StatusOr<GptIndex> index =
       GptIndex::BuildOrLoad(data_dir + "/my_text_document", kGoldenSizes, {0, 3}, options);
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(MtimeNs(paths.sample_idx) > 0, true);
-  EXPECT_EQ(MtimeNs(data_dir + "/my_text_document_test_indexmap_3ns_4sl_1234s_doc_idx.npy"), -1);
+  GptIndexOptions beside_the_data = options;
+  beside_the_data.cache_dir.clear();
+  EXPECT_EQ(
+      MtimeNs(GptIndexCachePaths(data_dir + "/my_text_document", {0, 3}, beside_the_data).doc_idx),
+      -1);
 
   options.cache_dir = data_dir + "/does/not/exist";
   absl::StatusOr<GptIndex> unwritable =
@@ -240,6 +251,55 @@ TEST(GptIndexTest, CacheDirectoryKeepsTheDataDirectoryUntouched) {
   ASSERT_FALSE(unwritable.ok());
   EXPECT_THAT(unwritable.status().message(), HasSubstr(data_dir + "/does/not/exist/my_text"));
   EXPECT_THAT(unwritable.status().message(), HasSubstr("cache directory"));
+}
+
+// Two datasets of one file name in different directories (--data-path 0.5 x/a 0.5 y/a) with one
+// --data-cache-path: each gets its own cache files, built once and then loaded.
+TEST(GptIndexTest, DatasetsOfOneFileNameShareACacheDirectoryWithoutClashing) {
+  const std::string x = MakeDir("clash_x") + "/a_text_document";
+  const std::string y = MakeDir("clash_y") + "/a_text_document";
+  const std::vector<int32_t> y_sizes = {4, 4, 9, 1, 2, 7, 3, 3, 5, 6, 8, 2, 2, 4, 1};
+  GptIndexOptions options = Options("train", 8, 4);
+  options.cache_dir = MakeDir("clash_cache");
+  const GptIndexPaths x_paths = GptIndexCachePaths(x, {0, 12}, options);
+  const GptIndexPaths y_paths = GptIndexCachePaths(y, {0, 15}, options);
+  EXPECT_NE(x_paths.doc_idx, y_paths.doc_idx);
+  EXPECT_NE(x_paths.sample_idx, y_paths.sample_idx);
+  EXPECT_NE(x_paths.shuffle_idx, y_paths.shuffle_idx);
+  for (int round = 0; round < 2; ++round) {
+    absl::StatusOr<GptIndex> a = GptIndex::BuildOrLoad(x, kGoldenSizes, {0, 12}, options);
+    ASSERT_TRUE(a.ok()) << a.status();
+    absl::StatusOr<GptIndex> b = GptIndex::BuildOrLoad(y, y_sizes, {0, 15}, options);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->loaded_from_cache(), round == 1);
+    EXPECT_EQ(b->loaded_from_cache(), round == 1);
+    EXPECT_EQ(a->doc_idx().size(), 12 * a->num_epochs());
+    EXPECT_EQ(b->doc_idx().size(), 15 * b->num_epochs());
+  }
+  EXPECT_GT(MtimeNs(x_paths.shuffle_idx), 0);
+  EXPECT_GT(MtimeNs(y_paths.shuffle_idx), 0);
+}
+
+// One dataset as a whole (--train-data-path A) and split (--data-path A): the same name, sample
+// count, sequence length and seed, but other documents, so other cache files.
+TEST(GptIndexTest, OneDatasetWholeAndSplitHasTwoIndices) {
+  const std::string prefix = MakeDir("whole_and_split") + "/a_text_document";
+  const GptIndexOptions options = Options("train", 8, 4);
+  EXPECT_NE(GptIndexCachePaths(prefix, {0, 12}, options).doc_idx,
+            GptIndexCachePaths(prefix, {0, 9}, options).doc_idx);
+  for (int round = 0; round < 2; ++round) {
+    absl::StatusOr<GptIndex> whole = GptIndex::BuildOrLoad(prefix, kGoldenSizes, {0, 12}, options);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    absl::StatusOr<GptIndex> split = GptIndex::BuildOrLoad(prefix, kGoldenSizes, {0, 9}, options);
+    ASSERT_TRUE(split.ok()) << split.status();
+    EXPECT_EQ(whole->loaded_from_cache(), round == 1);
+    EXPECT_EQ(split->loaded_from_cache(), round == 1);
+    int64_t highest = 0;
+    for (int64_t i = 0; i < split->doc_idx().size(); ++i) {
+      highest = std::max(highest, split->doc_idx().Get(i));
+    }
+    EXPECT_EQ(highest, 8);
+  }
 }
 
 void Overwrite(const std::string& path, const std::string& bytes) {
@@ -251,7 +311,7 @@ TEST(GptIndexTest, BadCacheFileIsNamedWithAdviceToDeleteIt) {
   const std::string dir = MakeDir("badcache");
   const std::string prefix = dir + "/data";
   const GptIndexOptions options = Options("train", 10, 4);
-  const GptIndexPaths paths = GptIndexCachePaths(prefix, options);
+  const GptIndexPaths paths = GptIndexCachePaths(prefix, {0, 9}, options);
   ASSERT_TRUE(GptIndex::BuildOrLoad(prefix, kGoldenSizes, {0, 9}, options).ok());
 
   // Not a .npy file at all.

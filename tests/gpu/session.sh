@@ -17,8 +17,12 @@
 #                           the predicted step time against the measured one (within 5%)
 #   session.sh throughput [PRESET]  the C++ engine against PyTorch eager and torch.compile
 #   session.sh fusions [PRESET]  each of the engine's fusions measured on its own, in one call:
-#                           unfused residual adds, then the default (bias-dropout-add fused),
-#                           then also the fused LM head + cross entropy; tokens/s ratios
+#                           every fusion off, the default (all on), then the default with one
+#                           switch off at a time (fused cross entropy, bias-dropout-add +
+#                           LayerNorm, bias-dropout-add), and the default with FP8
+#                           (--fp8-format=hybrid); tokens/s ratios to both ends
+#   session.sh fp8 [PRESET]  FP8 (hybrid) against bf16 at 1.5B: 200 steps each, same seed and
+#                           data; tokens/s ratio and the loss difference after 200 steps
 #   session.sh all          every phase above in turn, then the table
 #   session.sh report       the table: one PASS/FAIL/SKIP line per check run so far
 #
@@ -189,30 +193,53 @@ phase_throughput() {
 }
 
 # The C++ benchmark on PRESET (bf16, batch 16 x 1024 in micro-batches of 8, as the throughput
-# table) once per variant, then each variant's tokens/s against the unfused baseline.
+# table) once per variant, then each variant's tokens/s against the unfused baseline (every
+# fusion off) and against the default (every fusion on). Each no_* variant is the default with
+# one switch off, so default / no_X is what switch X alone is worth (no_bias_dropout also turns
+# off the bias-dropout-add-LayerNorm fusion, which needs it).
 phase_fusions() {
   local preset=${1:-gpt2-355m}
   local common=(--preset="$preset" --dtype=bf16 --batch-size=16 --chunk-size=8 --steps=30
     --warmup-steps=5 --profile-ops)
-  local variants=(unfused default fused_ce)
-  local -A flags=([unfused]="--no-bias-dropout-fusion" [default]=""
-    [fused_ce]="--cross-entropy-loss-fusion")
+  local variants=(unfused default no_fused_ce no_bias_dropout_add_ln no_bias_dropout fp8)
+  local -A flags=(
+    [unfused]="--no-bias-dropout-fusion --no-bias-dropout-add-layernorm-fusion --no-cross-entropy-loss-fusion"
+    [default]=""
+    [no_fused_ce]="--no-cross-entropy-loss-fusion"
+    [no_bias_dropout_add_ln]="--no-bias-dropout-add-layernorm-fusion"
+    [no_bias_dropout]="--no-bias-dropout-fusion"
+    [fp8]="--fp8-format=hybrid")
   local v
   for v in "${variants[@]}"; do
-    # shellcheck disable=SC2086  # the flags are one word or none
+    # shellcheck disable=SC2086  # the flags are whole words, or none
     check "fusions_${preset}_$v" "$bin/gpt2_throughput_benchmark" "${common[@]}" ${flags[$v]}
   done
-  local base
+  local base default_tps
   base=$(grep -ho '"tokens_per_s":[0-9.]*' "$results/fusions_${preset}_unfused.log" | tail -1 |
     cut -d: -f2)
+  default_tps=$(grep -ho '"tokens_per_s":[0-9.]*' "$results/fusions_${preset}_default.log" |
+    tail -1 | cut -d: -f2)
   for v in "${variants[@]}"; do
     local tps
     tps=$(grep -ho '"tokens_per_s":[0-9.]*' "$results/fusions_${preset}_$v.log" | tail -1 |
       cut -d: -f2)
-    [[ -n "$base" && -n "$tps" ]] &&
-      awk -v p="$preset" -v v="$v" -v t="$tps" -v b="$base" \
-        'BEGIN { printf "fusions %s %s: %.0f tokens/s, %.3fx unfused\n", p, v, t, t / b }'
+    [[ -n "$base" && -n "$default_tps" && -n "$tps" ]] &&
+      awk -v p="$preset" -v v="$v" -v t="$tps" -v b="$base" -v d="$default_tps" \
+        'BEGIN { printf "fusions %s %s: %.0f tokens/s, %.3fx unfused, %.3fx default\n", p, v, t,
+          t / b, t / d }'
   done | tee -a "$results/fusions_$preset.txt"
+}
+
+# FP8 against bf16 on PRESET (default gpt2-1.5b, batch 16 x 1024 in micro-batches of 8): 200
+# steps of each from the same seed on the same batches in one process, then the ratio of
+# tokens/s (issue 26's goal: at least 1.25) and the relative difference of the loss after the
+# 200 steps (goal: within 1%).
+phase_fp8() {
+  local preset=${1:-gpt2-1.5b}
+  check "fp8_${preset}" "$bin/gpt2_throughput_benchmark" --preset="$preset" --dtype=bf16 \
+    --batch-size=16 --chunk-size=8 --warmup-steps=10 --steps=190 --fp8-format=hybrid \
+    --fp8-compare
+  grep -h '^fp8 ' "$results/fp8_${preset}.log" | tee -a "$results/fp8_$preset.txt"
 }
 
 report() {
@@ -226,16 +253,18 @@ case "$phase" in
   tests | parity | determinism | kernels | training | planning) "phase_$phase" ;;
   throughput) phase_throughput "${2:-}" ;;
   fusions) phase_fusions "${2:-}" ;;
+  fp8) phase_fp8 "${2:-}" ;;
   all)
     for p in tests parity determinism kernels training planning; do "phase_$p"; done
     phase_throughput gpt2-355m
     phase_fusions gpt2-355m
+    phase_fp8 gpt2-1.5b
     report || status=1
     ;;
   report) report || status=1 ;;
   *)
     echo "usage: session.sh tests | parity | determinism | kernels | training | planning |" \
-      "throughput [PRESET] | fusions [PRESET] | all | report" >&2
+      "throughput [PRESET] | fusions [PRESET] | fp8 [PRESET] | all | report" >&2
     exit 2
     ;;
 esac

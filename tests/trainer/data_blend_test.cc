@@ -2,8 +2,12 @@
 // logs each dataset's share and the index progress lines, reuses the cached indices on the
 // next run; a run stopped in the middle of the blend and resumed is the run that never
 // stopped (bitwise losses and the same consumed samples), and resumes under another layout
-// within fp32 tolerance; per-split paths train; datasets of different tokenizers are named.
+// within fp32 tolerance; per-split paths train; two datasets of one file name share a
+// --data-cache-path; datasets of different tokenizers are named. The two datasets hold
+// different tokens, so a mix-up between them shows.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -27,7 +31,13 @@ class DataBlendTest : public testing::TrainerTest {
   void SetUp() override {
     TrainerTest::SetUp();
     fs::create_directories(dir_ + "/second");
-    second_ = testing::MakeDataset(dir_ + "/second");
+    second_ = testing::MakeDataset(dir_ + "/second", /*seed=*/1);
+    ASSERT_NE(Bytes(data_ + ".bin"), Bytes(second_ + ".bin"));
+  }
+
+  static std::string Bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
   // The tiny model without its --data-path, plus `extra`.
@@ -66,6 +76,43 @@ TEST_F(DataBlendTest, ABlendTrainsLogsItsSharesAndReusesItsCache) {
               HasSubstr("> loaded the train blend index of 20 samples over 2 datasets from "));
   EXPECT_THAT(again.exit.output, ::testing::Not(HasSubstr("> building the")));
   EXPECT_EQ(Losses(first), Losses(again));
+}
+
+// Both datasets are named synthetic_text_document (in two directories): with one
+// --data-cache-path and equal weights (so each is asked for the same 11 samples), each still
+// gets its own index files, and a second run loads them all.
+TEST_F(DataBlendTest, DatasetsOfOneFileNameShareACacheDirectory) {
+  const std::string cache = dir_ + "/cache";
+  fs::create_directories(cache);
+  const auto flags = Model({"--train-iters=5", "--data-cache-path=" + cache, "--data-path", "0.5",
+                            data_, "0.5", second_});
+  Result first = Run(flags, "first");
+  ASSERT_EQ(first.exit.code, 0) << Describe(first);
+  const std::string stem = "synthetic_text_document_train_indexmap_11ns_16sl_7s_0x";
+  const std::string suffix = "_doc_idx.npy";
+  int train_indices = 0;
+  for (const auto& entry : fs::directory_iterator(cache)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) == 0 && name.size() == stem.size() + 8 + suffix.size() &&
+        name.compare(stem.size() + 8, suffix.size(), suffix) == 0) {
+      ++train_indices;
+    }
+  }
+  EXPECT_EQ(train_indices, 2);
+  Result again = Run(flags, "again");
+  ASSERT_EQ(again.exit.code, 0) << Describe(again);
+  EXPECT_THAT(again.exit.output, ::testing::Not(HasSubstr("> building the")));
+  EXPECT_EQ(Losses(first), Losses(again));
+}
+
+// --train-samples=10 with a global batch of 4: 2 iterations, but the blend (and each dataset's
+// index) is sized by the 10 samples, as Megatron sizes it.
+TEST_F(DataBlendTest, TrainSamplesSizeTheBlend) {
+  Result r = Run(Model(Plus({"--train-samples=10"}, Blend())), "samples");
+  ASSERT_EQ(r.exit.code, 0) << Describe(r);
+  EXPECT_THAT(r.exit.output,
+              HasSubstr("> building the train blend index of 10 samples over 2 datasets ...\n"));
+  EXPECT_EQ(Losses(r).size(), 2u);
 }
 
 TEST_F(DataBlendTest, ResumeInTheMiddleOfABlendContinuesExactly) {

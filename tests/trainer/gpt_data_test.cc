@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "data/gpt_index.h"
 #include "data/indexed_dataset.h"
 #include "data/npy.h"
+#include "data/split.h"
 #include "gtest/gtest.h"
 
 namespace trainer {
@@ -37,6 +39,24 @@ std::string MakeCorpus(const std::string& name) {
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+// Documents of MakeCorpus's 400 in `split` of --split=80,15,5 (Options' split).
+data::DocumentRange Range(data::Split split) {
+  return (*data::SplitDocuments("80,15,5", 400))[static_cast<int>(split)];
+}
+constexpr data::DocumentRange kWhole = {0, 400};
+
+// The doc_idx cache file of the `name` index ("train", "valid", "test") of `samples` samples of
+// `documents` of the dataset at `prefix` (sequence 16, seed 1234, next to the data).
+std::string DocIdx(const std::string& prefix, data::DocumentRange documents,
+                   const std::string& name, int64_t samples) {
+  data::GptIndexOptions index;
+  index.name = name;
+  index.num_samples = samples;
+  index.seq_length = 16;
+  index.seed = 1234;
+  return data::GptIndexCachePaths(prefix, documents, index).doc_idx;
+}
+
 GptDataOptions Options(const std::string& prefix) {
   GptDataOptions options;
   options.data_prefix = prefix;
@@ -57,10 +77,9 @@ TEST(GptDataTest, SizesTheValidationIndexForEveryEvaluationAsMegatronDoes) {
   ASSERT_TRUE(data.ok()) << data.status();
   // Global batch 6: train 25 x 6; validation (25 / 10 + 1) x 2 x 6 = 36; test 2 x 6. The
   // cached index files carry the sample counts in Megatron's names.
-  const std::string base = prefix + "_";
-  EXPECT_TRUE(Exists(base + "train_indexmap_150ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(base + "valid_indexmap_36ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(base + "test_indexmap_12ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(DocIdx(prefix, Range(data::Split::kTrain), "train", 150)));
+  EXPECT_TRUE(Exists(DocIdx(prefix, Range(data::Split::kValid), "valid", 36)));
+  EXPECT_TRUE(Exists(DocIdx(prefix, Range(data::Split::kTest), "test", 12)));
 }
 
 TEST(GptDataTest, WithoutAnIntervalTheValidationIndexHoldsOneEvaluation) {
@@ -68,7 +87,7 @@ TEST(GptDataTest, WithoutAnIntervalTheValidationIndexHoldsOneEvaluation) {
   options.eval_interval = 0;
   auto data = GptData::Open(options);
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_TRUE(Exists(options.data_prefix + "_valid_indexmap_12ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(DocIdx(options.data_prefix, Range(data::Split::kValid), "valid", 12)));
 }
 
 TEST(GptDataTest, EvaluationBatchesAreTheFirstOnesOfTheSplit) {
@@ -98,12 +117,14 @@ TEST(GptDataTest, ABlendAsksEachDatasetForItsSharePlusTheSurplus) {
   ASSERT_TRUE(data.ok()) << data.status();
   // Train 150: 45 and 105, asked 46 and 106; valid 36: 11 and 26, asked 12 and 27; test 12: 4
   // and 9 (ceil(8.4)), asked 5 and 10.
-  EXPECT_TRUE(Exists(a + "_train_indexmap_46ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(b + "_train_indexmap_106ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(a + "_valid_indexmap_12ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(b + "_valid_indexmap_27ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(a + "_test_indexmap_5ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(b + "_test_indexmap_10ns_16sl_1234s_doc_idx.npy"));
+  const data::DocumentRange train = Range(data::Split::kTrain), valid = Range(data::Split::kValid),
+                            test = Range(data::Split::kTest);
+  EXPECT_TRUE(Exists(DocIdx(a, train, "train", 46)));
+  EXPECT_TRUE(Exists(DocIdx(b, train, "train", 106)));
+  EXPECT_TRUE(Exists(DocIdx(a, valid, "valid", 12)));
+  EXPECT_TRUE(Exists(DocIdx(b, valid, "valid", 27)));
+  EXPECT_TRUE(Exists(DocIdx(a, test, "test", 5)));
+  EXPECT_TRUE(Exists(DocIdx(b, test, "test", 10)));
   const std::string described = (*data)->Describe();
   EXPECT_NE(described.find("train: blend of 150 samples of 16 tokens over 2 datasets: 30.0% of " +
                            a + " (45 of its "),
@@ -131,13 +152,14 @@ TEST(GptDataTest, PerSplitPathsTakeWholeDatasets) {
   options.split_blends[1] = data::Blend{{b}, {2}};  // One weighted prefix: that dataset alone.
   auto data = GptData::Open(options);
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_TRUE(Exists(a + "_train_indexmap_150ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_TRUE(Exists(b + "_valid_indexmap_36ns_16sl_1234s_doc_idx.npy"));
-  EXPECT_FALSE(Exists(a + "_valid_indexmap_36ns_16sl_1234s_doc_idx.npy"));
+  EXPECT_TRUE(Exists(DocIdx(a, kWhole, "train", 150)));
+  EXPECT_TRUE(Exists(DocIdx(b, kWhole, "valid", 36)));
+  EXPECT_FALSE(Exists(DocIdx(a, kWhole, "valid", 36)));
+  EXPECT_FALSE(Exists(DocIdx(a, Range(data::Split::kValid), "valid", 36)));
   EXPECT_TRUE((*data)->has(data::Split::kValid));
   EXPECT_FALSE((*data)->has(data::Split::kTest));
   // All 400 documents of B, not --split's 15% (documents 320 to 379).
-  auto doc_idx = data::NpyArray::Load(b + "_valid_indexmap_36ns_16sl_1234s_doc_idx.npy");
+  auto doc_idx = data::NpyArray::Load(DocIdx(b, kWhole, "valid", 36));
   ASSERT_TRUE(doc_idx.ok()) << doc_idx.status();
   int64_t lowest = 400, highest = -1;
   for (int64_t i = 0; i < doc_idx->size(); ++i) {
@@ -152,6 +174,49 @@ TEST(GptDataTest, PerSplitPathsTakeWholeDatasets) {
   auto refused = GptData::Open(options);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("give --valid-data-path"), std::string::npos);
+}
+
+// --data-path A, then --train-data-path A --valid-data-path A: the same dataset split by --split
+// and whole, with the same sample counts, in the same directory. Each has its own index files,
+// and both runs open (and reopen from the cache).
+TEST(GptDataTest, OneDatasetSplitAndWholeKeepsTwoSetsOfIndexFiles) {
+  const std::string a = MakeCorpus("split_then_whole");
+  GptDataOptions split = Options(a);
+  GptDataOptions whole = Options(a);
+  whole.split_blends[0] = data::Blend{{a}, {}};
+  whole.split_blends[1] = data::Blend{{a}, {}};
+  for (int round = 0; round < 2; ++round) {
+    auto by_split = GptData::Open(split);
+    ASSERT_TRUE(by_split.ok()) << by_split.status();
+    auto by_whole = GptData::Open(whole);
+    ASSERT_TRUE(by_whole.ok()) << by_whole.status();
+    ASSERT_TRUE((*by_split)->TrainBatch(0).ok());
+    ASSERT_TRUE((*by_whole)->TrainBatch(0).ok());
+  }
+  EXPECT_TRUE(Exists(DocIdx(a, Range(data::Split::kTrain), "train", 150)));
+  EXPECT_TRUE(Exists(DocIdx(a, kWhole, "train", 150)));
+  EXPECT_TRUE(Exists(DocIdx(a, Range(data::Split::kValid), "valid", 36)));
+  EXPECT_TRUE(Exists(DocIdx(a, kWhole, "valid", 36)));
+}
+
+// --train-samples=10 with a global batch of 4 (2 iterations): Megatron asks the train index for
+// the 10 samples themselves, not 2 x 4.
+TEST(GptDataTest, TrainSamplesSizeTheTrainIndex) {
+  GptDataOptions options = Options(MakeCorpus("train_samples"));
+  options.batch_size = 2;
+  options.dp_size = 2;
+  options.train_iters = 2;
+  options.train_samples = 10;
+  options.eval_iters = 0;
+  auto data = GptData::Open(options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_TRUE(Exists(DocIdx(options.data_prefix, Range(data::Split::kTrain), "train", 10)));
+  EXPECT_FALSE(Exists(DocIdx(options.data_prefix, Range(data::Split::kTrain), "train", 8)));
+  EXPECT_TRUE((*data)->TrainBatch(4).ok());
+  // Without it, the iterations size it.
+  options.train_samples = 0;
+  ASSERT_TRUE(GptData::Open(options).ok());
+  EXPECT_TRUE(Exists(DocIdx(options.data_prefix, Range(data::Split::kTrain), "train", 8)));
 }
 
 }  // namespace

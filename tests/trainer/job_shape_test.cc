@@ -128,6 +128,24 @@ TEST(JobShapeTest, WarmupInSamplesOrIterations) {
   EXPECT_EQ(LearningRateSchedule(d).wsd_style, WsdDecayStyle::kLinear);
 }
 
+// The bias-dropout-add + LayerNorm fusion extends --bias-dropout-fusion: asked for explicitly
+// without it, the run is refused; by default it just follows it.
+TEST(JobShapeTest, BiasDropoutAddLayerNormFusionNeedsBiasDropoutFusion) {
+  EXPECT_THAT(
+      ParseError({"--no-bias-dropout-fusion", "--bias-dropout-add-layernorm-fusion"}),
+      HasSubstr("--bias-dropout-add-layernorm-fusion needs --bias-dropout-fusion (it fuses that "
+                "op's attention residual add with ln_2), but --no-bias-dropout-fusion was given"));
+  const TrainerArguments a = Parsed({"--no-bias-dropout-fusion"});
+  EXPECT_FALSE(a.bias_dropout_fusion);
+  EXPECT_TRUE(a.bias_dropout_add_layernorm_fusion);  // the default; the model turns it off
+  const TrainerArguments b = Parsed({});
+  EXPECT_TRUE(b.bias_dropout_fusion && b.bias_dropout_add_layernorm_fusion);
+  EXPECT_TRUE(b.cross_entropy_loss_fusion);  // on by default (issue 26)
+  EXPECT_FALSE(Parsed({"--no-cross-entropy-loss-fusion"}).cross_entropy_loss_fusion);
+  EXPECT_FALSE(
+      Parsed({"--no-bias-dropout-add-layernorm-fusion"}).bias_dropout_add_layernorm_fusion);
+}
+
 // Megatron's arguments.py: iteration- and sample-based forms do not mix; a warmup is a
 // fraction or a count.
 TEST(JobShapeTest, MegatronsRulesForTheScheduleFlags) {
@@ -180,9 +198,15 @@ TEST(JobShapeTest, RecomputeIsWhatTheVarunaScheduleDoesOrRefused) {
   };
   EXPECT_EQ(ShapeError(plus({"--recompute-num-layers=2"}), 1, 2), "");
   EXPECT_EQ(ShapeError({"--num-layers=4", "--recompute-granularity=full",
-                        "--recompute-method=block", "--recompute-num-layers=4"},
-                       1, 1),
+                        "--recompute-method=block", "--recompute-num-layers=1"},
+                       1, 4),
             "");
+  // One stage recomputes nothing: refused with the reason.
+  EXPECT_THAT(ShapeError({"--num-layers=4", "--recompute-granularity=full",
+                          "--recompute-method=block", "--recompute-num-layers=4"},
+                         1, 1),
+              HasSubstr("--recompute-granularity=full with one pipeline stage: the Varuna "
+                        "schedule recomputes nothing at P=1"));
   EXPECT_EQ(ShapeError(plus({"--recompute-num-layers=1"}), 1, 2),
             "--recompute-num-layers=1 is not what the Varuna schedule recomputes: it re-runs a "
             "whole stage's forward (layers per stage here: 2,2, over P=2 stages), so give "

@@ -22,7 +22,7 @@ using ::testing::StartsWith;
 
 TEST(MegatronFlagsTest, EveryUnsupportedFlagIsRefusedWithItsReason) {
   const std::vector<UnsupportedMegatronFlag>& flags = UnsupportedMegatronFlags();
-  EXPECT_GE(flags.size(), 40u);
+  EXPECT_EQ(flags.size(), 39u);
   std::set<std::string> names;
   for (const UnsupportedMegatronFlag& flag : flags) {
     SCOPED_TRACE(flag.name);
@@ -51,6 +51,34 @@ TEST(MegatronFlagsTest, EveryUnsupportedFlagIsRefusedWithItsReason) {
   EXPECT_THAT(std::string(typo.status().message()),
               AllOf(HasSubstr("unknown flag --tensor-model-paralel-size"),
                     Not(HasSubstr("did you mean --tensor-model-parallel-size"))));
+}
+
+// Megatron's FP8 flags are taken (no longer refused), with Megatron's defaults; the values are
+// checked (the messages: tests/trainer/fp8_training_test.cc).
+TEST(MegatronFlagsTest, MegatronsFp8FlagsAreTaken) {
+  absl::StatusOr<TrainerArguments> off = ParseArguments({});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->fp8_format, "");
+  EXPECT_EQ(off->fp8_amax_history_len, 1);
+  EXPECT_EQ(off->fp8_amax_compute_algo, "most_recent");
+  EXPECT_EQ(off->fp8_margin, 0);
+  absl::StatusOr<TrainerArguments> a =
+      ParseArguments({"--fp8-format", "e4m3", "--fp8-amax-history-len=16",
+                      "--fp8-amax-compute-algo=max", "--fp8-margin=1"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->fp8_format, "e4m3");
+  EXPECT_EQ(a->fp8_amax_history_len, 16);
+  EXPECT_EQ(a->fp8_amax_compute_algo, "max");
+  EXPECT_EQ(a->fp8_margin, 1);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--fp8-format=fp8"},
+        std::vector<std::string>{"--fp8-format=hybrid", "--fp8-amax-history-len=0"},
+        std::vector<std::string>{"--fp8-amax-compute-algo=max"}}) {
+    absl::StatusOr<TrainerArguments> refused = ParseArguments(bad);
+    ASSERT_FALSE(refused.ok()) << bad[0];
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--fp8-"));
+  }
 }
 
 // Megatron's names for flags this trainer has under Varuna's or its older names.

@@ -122,13 +122,14 @@ void ExpectSameTraining(const Result& a, const Result& b, double relative) {
   EXPECT_LT(std::stod(y.at(15)), std::stod(y.at(1)) - 0.3);
 }
 
-// --cross-entropy-loss-fusion: the chunked LM head + loss trains the same model as the unfused
-// path (without dropout the losses agree to float rounding).
+// --cross-entropy-loss-fusion (the default): the chunked LM head + loss trains the same model as
+// the unfused path, --no-cross-entropy-loss-fusion (without dropout the losses agree to float
+// rounding).
 TEST_F(PretrainGpt2Test, FusedCrossEntropyTrainsAsTheUnfusedLoss) {
   const auto common =
       Plus(TinyModel(), {"--train-iters=15", "--hidden-dropout=0", "--attention-dropout=0"});
-  Result unfused = Run(common, "unfused");
-  Result fused = Run(Plus(common, {"--cross-entropy-loss-fusion"}), "fused");
+  Result unfused = Run(Plus(common, {"--no-cross-entropy-loss-fusion"}), "unfused");
+  Result fused = Run(common, "fused");
   for (const Result* r : {&unfused, &fused}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
   EXPECT_THAT(fused.exit.output, HasSubstr("> cross entropy: fused with the LM head"));
   EXPECT_THAT(unfused.exit.output, Not(HasSubstr("> cross entropy:")));
@@ -148,6 +149,19 @@ TEST_F(PretrainGpt2Test, BiasDropoutFusionTrainsAsTheUnfusedPath) {
   EXPECT_THAT(unfused.exit.output, HasSubstr("> residual adds: unfused"));
   EXPECT_EQ(Losses(fused), Losses(unfused));
   ExpectSameTraining(unfused, fused, 0.0);
+}
+
+// --bias-dropout-add-layernorm-fusion (the default) against
+// --no-bias-dropout-add-layernorm-fusion, with dropout: on the CPU the fused op runs the unfused
+// pair's own math and draws the same masks, so the runs log the same losses, digit for digit.
+TEST_F(PretrainGpt2Test, BiasDropoutAddLayerNormFusionTrainsAsTheSeparateOps) {
+  const auto common =
+      Plus(TinyModel(), {"--train-iters=15", "--hidden-dropout=0.1", "--attention-dropout=0.1"});
+  Result fused = Run(common, "fused");
+  Result separate = Run(Plus(common, {"--no-bias-dropout-add-layernorm-fusion"}), "separate");
+  for (const Result* r : {&separate, &fused}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
+  EXPECT_EQ(Losses(fused), Losses(separate));
+  ExpectSameTraining(separate, fused, 0.0);
 }
 
 // --attention-backend: LibTorch's scaled_dot_product_attention computes the same model as the

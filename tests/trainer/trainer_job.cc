@@ -26,14 +26,17 @@ std::string Runfile(const std::string& path) {
 
 }  // namespace
 
-std::string MakeDataset(const std::string& dir) {
+std::string MakeDataset(const std::string& dir, int seed) {
   const std::string prefix = dir + "/synthetic_text_document";
   auto builder = data::IndexedDatasetBuilder::Create(prefix, data::TokenDtype::kUInt16);
   EXPECT_TRUE(builder.ok()) << builder.status();
   for (int d = 0; d < 200; ++d) {
     std::vector<int32_t> tokens;
-    const int step = 1 + d % 3;
-    for (int i = 0; i < 20 + d % 17; ++i) tokens.push_back((d + i * step) % (kVocab - 1) + 1);
+    const int step = 1 + (d + seed) % 3;
+    const int length = 20 + (d + 5 * seed) % 17;
+    for (int i = 0; i < length; ++i) {
+      tokens.push_back((d * (1 + seed) + i * step + 7 * seed) % (kVocab - 1) + 1);
+    }
     tokens.push_back(0);  // EOD
     EXPECT_TRUE((*builder)->AddDocument(tokens).ok());
   }

@@ -32,6 +32,7 @@
 #include "varuna/io/crc32c.h"
 #include "varuna/io/posix_file.h"
 #include "varuna/io/safetensors.h"
+#include "varuna/io/user_paths.h"
 
 namespace tools {
 namespace {
@@ -47,12 +48,6 @@ absl::Status WithPrefix(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
-// `path` without trailing slashes ("/" stays "/").
-std::string WithoutTrailingSlashes(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
-}
-
 std::string ShapeText(at::IntArrayRef shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
@@ -66,7 +61,7 @@ struct CheckpointSource {
 };
 
 absl::StatusOr<CheckpointSource> FindCheckpoint(const HfExportOptions& options) {
-  const std::string path = WithoutTrailingSlashes(options.checkpoint);
+  const std::string path = varuna::WithoutTrailingSlashes(options.checkpoint);
   std::error_code error;
   if (path.empty() || !fs::is_directory(path, error)) {
     return absl::NotFoundError(
@@ -105,18 +100,6 @@ absl::StatusOr<CheckpointSource> FindCheckpoint(const HfExportOptions& options) 
   }
   source.dir = (fs::path(source.load_dir) / varuna::CheckpointDirName(source.iteration)).string();
   return source;
-}
-
-// OK if `out` does not exist or is an empty directory.
-absl::Status CheckOutputDir(const std::string& out) {
-  std::error_code error;
-  const fs::file_status status = fs::symlink_status(out, error);
-  if (!fs::exists(status)) return absl::OkStatus();
-  if (fs::is_directory(status) && fs::is_empty(out, error) && !error) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("output ", out,
-                   " exists and is not an empty directory: choose a new "
-                   "directory or remove it first (nothing was written)"));
 }
 
 // The tokenizer to export and where it came from; no files if none is known.
@@ -414,12 +397,12 @@ absl::StatusOr<HfExportOptions> ParseHfExportArgs(const std::vector<std::string>
 }
 
 absl::StatusOr<HfExportSummary> ExportHuggingFace(const HfExportOptions& options) {
-  const std::string out = WithoutTrailingSlashes(options.output_dir);
+  const std::string out = varuna::WithoutTrailingSlashes(options.output_dir);
   if (out.empty()) {
     return absl::InvalidArgumentError(
         "the output directory OUT is empty: give a new directory to write, e.g. gpt2-hf");
   }
-  if (absl::Status s = CheckOutputDir(out); !s.ok()) return s;
+  if (absl::Status s = varuna::CheckNewOutputDirectory(out); !s.ok()) return s;
   absl::StatusOr<CheckpointSource> found = FindCheckpoint(options);
   if (!found.ok()) return found.status();
   const CheckpointSource& source = *found;

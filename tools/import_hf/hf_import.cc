@@ -27,6 +27,7 @@
 #include "varuna/io/json.h"
 #include "varuna/io/posix_file.h"
 #include "varuna/io/safetensors.h"
+#include "varuna/io/user_paths.h"
 
 namespace tools {
 namespace {
@@ -39,11 +40,6 @@ constexpr char kTokenizerSubdir[] = "tokenizer";
 
 std::string ShapeText(at::IntArrayRef shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
-std::string WithoutTrailingSlashes(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
 }
 
 // The refusal of a folder that has only PyTorch's pickled weights.
@@ -63,18 +59,6 @@ absl::Status PickleOnly(const std::string& in) {
       "or with transformers: python3 -c \"from transformers import GPT2LMHeadModel; "
       "GPT2LMHeadModel.from_pretrained('",
       in, "').save_pretrained('", in, "', safe_serialization=True)\"\nthen run import_hf again"));
-}
-
-// OK if `out` does not exist or is an empty directory.
-absl::Status CheckOutputDir(const std::string& out) {
-  std::error_code error;
-  const fs::file_status status = fs::symlink_status(out, error);
-  if (!fs::exists(status)) return absl::OkStatus();
-  if (fs::is_directory(status) && fs::is_empty(out, error) && !error) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("output ", out,
-                   " exists and is not an empty directory: choose a new directory or remove it "
-                   "first (nothing was written)"));
 }
 
 // A state-dict key without GPT2LMHeadModel's "transformer." prefix.
@@ -277,8 +261,8 @@ std::string HfImportSummary::Report(const std::string& output_dir) const {
 }
 
 absl::StatusOr<HfImportSummary> ImportHuggingFace(const HfImportOptions& options) {
-  const std::string in = WithoutTrailingSlashes(options.input_dir);
-  const std::string out = WithoutTrailingSlashes(options.output_dir);
+  const std::string in = varuna::WithoutTrailingSlashes(options.input_dir);
+  const std::string out = varuna::WithoutTrailingSlashes(options.output_dir);
   std::error_code error;
   if (in.empty() || !fs::is_directory(in, error)) {
     return absl::NotFoundError(absl::StrCat(
@@ -288,7 +272,7 @@ absl::StatusOr<HfImportSummary> ImportHuggingFace(const HfImportOptions& options
   if (out.empty()) {
     return absl::InvalidArgumentError("the output directory OUT is empty: give a new directory");
   }
-  if (absl::Status s = CheckOutputDir(out); !s.ok()) return s;
+  if (absl::Status s = varuna::CheckNewOutputDirectory(out); !s.ok()) return s;
   const fs::path folder(in);
   const std::string config_path = (folder / "config.json").string();
   const std::string weights_path = (folder / "model.safetensors").string();

@@ -49,6 +49,23 @@ std::string ResolveUserPath(const std::string& path) {
   return absl::StrCat(UserDirectory(), "/", path);
 }
 
+std::string WithoutTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+absl::Status CheckNewOutputDirectory(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(dir, error);
+  if (!fs::exists(status)) return absl::OkStatus();
+  if (fs::is_directory(status) && fs::is_empty(dir, error) && !error) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("output ", dir,
+                   " exists and is not an empty directory: choose a new directory or remove it "
+                   "first (nothing was written)"));
+}
+
 absl::Status CheckWritableDirectory(const std::string& flag, const std::string& path) {
   namespace fs = std::filesystem;
   const std::string given = absl::StrCat(flag, "=", path);

@@ -34,6 +34,15 @@ std::string ResolveUserPath(const std::string& path);
 // FailedPrecondition naming `flag` (e.g. "--save"), the path and why.
 absl::Status CheckWritableDirectory(const std::string& flag, const std::string& path);
 
+// `path` without trailing slashes ("/" stays "/"): "out/" and "out" name one directory.
+std::string WithoutTrailingSlashes(std::string path);
+
+// OK if `dir`, a program's output directory, does not exist or is an empty directory (a
+// program that writes a whole folder never mixes its files with others'). Otherwise
+// FailedPrecondition naming `dir` and saying to choose a new one or remove it; nothing is
+// written either way.
+absl::Status CheckNewOutputDirectory(const std::string& dir);
+
 // The absolute path of a data file of this workspace (e.g. "data/corpus/fortunes.jsonl"),
 // found in the runfiles of `argv0` (RUNFILES_DIR, <argv0>.runfiles/varuna/, the same next to
 // the running executable, or the current directory as under `bazel run`). NotFound naming the file

@@ -16,6 +16,10 @@
 // computes dx and dW along with the loss, chunk by chunk, while each chunk's logits exist, so no
 // logits are recomputed; the backward only scales them by the upstream gradient. dW is summed
 // over the chunks in fp32. Without grad (evaluation, Varuna's graph-free forwards), only the loss.
+// In float16/bfloat16 the saved dz and dx are carried without the 1 / M (weights m_n instead of
+// m_n / M, so they do not underflow), and the backward applies 1 / M and the upstream gradient
+// (under loss scaling, a scale beyond fp16's range) together in fp32, rounding once; dW is
+// divided by M in fp32 before it is rounded.
 //
 // Memory: chunk_tokens x V logits, the same again in fp32 for the softmax, plus (with grad) dx
 // [N, h] and an fp32 dW [V, h]. chunk_tokens <= 0 picks about 2^25 logit elements per chunk

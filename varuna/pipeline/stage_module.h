@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "varuna/pipeline/segment_range.h"
@@ -69,6 +70,23 @@ class StageModule : public torch::nn::Module {
   virtual double LossWeight(const TensorMap& micro_batch) const {
     return micro_batch.empty() ? 0.0 : static_cast<double>(micro_batch.begin()->second.size(0));
   }
+
+  // Model state that is not a parameter (the optimizer never sees it) but changes as the model
+  // trains, e.g. the amax histories and scales of FP8 layers. The default module has none.
+  //
+  // named_state(): every such tensor of this stage, by full-model name (SegmentOf must map each
+  // name to the segment that holds it); the engine saves them in checkpoints (written by
+  // replica 0) and loads them in place, and evaluate() leaves them as they were. The tensors'
+  // identity never changes, and the list is the same on every replica of a stage.
+  virtual std::vector<std::pair<std::string, at::Tensor>> named_state() { return {}; }
+  // replica_max_state(): tensors (a subset of named_state()'s, or views of them) that the
+  // engine sets, once per step after the backward of every micro-batch, to their elementwise
+  // maximum over the replicas of the stage, so that every replica then updates alike.
+  virtual std::vector<at::Tensor> replica_max_state() { return {}; }
+  // Called once per step on every rank, after that reduction and before the optimizer update,
+  // also on steps whose update the loss scaler skips. Must run on the device without host
+  // synchronisation and without collectives.
+  virtual void UpdateStateAfterBackward() {}
 };
 
 // Builds the StageModule of a segment range. Called once per rank with the rank's range.

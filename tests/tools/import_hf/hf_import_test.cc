@@ -450,8 +450,16 @@ TEST_F(HfImportTest, UseCheckpointArgsFillsTheShape) {
                               "to 1024, checkpoint 2000 rows")));
   EXPECT_THAT(Message(line.status()), ::testing::Not(HasSubstr("seq-length")));
 
+  // The first run of a job (--load is also its --save): nothing to take, the flags stay.
   trainer::TrainerArguments empty;
   empty.load = root_ + "/nothing";
+  empty.hidden_size = 48;
+  absl::StatusOr<std::string> note = trainer::UseCheckpointArgs(empty);
+  ASSERT_TRUE(note.ok()) << note.status();
+  EXPECT_THAT(*note, HasSubstr("holds no checkpoint yet"));
+  EXPECT_EQ(empty.hidden_size, 48);
+  // An iteration asked for by --load-iteration must exist.
+  empty.resume_step = 7;
   EXPECT_FALSE(trainer::UseCheckpointArgs(empty).ok());
 }
 

@@ -102,6 +102,37 @@ TEST_F(LmHeadCrossEntropyTest, LossAndGradientsMatchTheUnfusedComposition) {
   }
 }
 
+// Under dynamic loss scaling the upstream gradient is the loss scale (2^17 at the start), beyond
+// fp16's range (65504): the half-precision gradients must still be the scaled fp32 ones, finite,
+// and not underflow in the forward (many tokens make 1 / M small).
+TEST_F(LmHeadCrossEntropyTest, HalfPrecisionTakesALossScaleBeyondItsRange) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const Case c = MakeCase(13);
+  const double upstream = 131072.0;
+  const Expected expected = Reference(c, upstream);
+  for (at::ScalarType dtype : {at::kHalf, at::kBFloat16}) {
+    const std::string what = c10::toString(dtype);
+    const at::Tensor x = c.hidden.to(device, dtype, false, /*copy=*/true).requires_grad_(true);
+    const at::Tensor w = c.weight.to(device, dtype, false, /*copy=*/true).requires_grad_(true);
+    const at::Tensor loss =
+        LmHeadCrossEntropy(x, w, c.labels.to(device), c.mask.to(device, at::kFloat), 5);
+    (loss * upstream).backward();
+    ASSERT_TRUE(x.grad().defined() && w.grad().defined()) << what;
+    EXPECT_TRUE(at::isfinite(x.grad()).all().item<bool>()) << what << ": dx not finite";
+    EXPECT_TRUE(at::isfinite(w.grad()).all().item<bool>()) << what << ": dW not finite";
+    auto tolerance = [&](const at::Tensor& t) {
+      testing::Tolerance tol = ToleranceFor(dtype, Magnitude(t));
+      tol.rtol *= 4.0;
+      tol.atol *= 4.0;
+      return tol;
+    };
+    EXPECT_TRUE(AllClose(x.grad(), expected.grad_hidden, tolerance(expected.grad_hidden),
+                         what + " grad hidden"));
+    EXPECT_TRUE(AllClose(w.grad(), expected.grad_weight, tolerance(expected.grad_weight),
+                         what + " grad weight"));
+  }
+}
+
 TEST_F(LmHeadCrossEntropyTest, WithoutGradModeOnlyTheLossIsComputed) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
   const Case c = MakeCase(21);
