@@ -233,6 +233,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "the LM head and the cross entropy a chunk of tokens at a time, never holding the "
         "whole [tokens, vocab] logits (the same loss, less memory; on by default; "
         "--no-cross-entropy-loss-fusion: the unfused LM head + log_softmax + nll_loss)");
+  p.Add("gradient-accumulation-fusion", &a.gradient_accumulation_fusion,
+        "weight-gradient GEMMs that add into the fp32 gradient (half inputs, fp32 output, "
+        "beta = 1) instead of a half-precision dW and an add pass; so far the fused LM head's dW "
+        "over its token chunks (the same model; on by default; "
+        "--no-gradient-accumulation-fusion: dW in the model's dtype, then added)");
   p.Add("bias-dropout-fusion", &a.bias_dropout_fusion,
         "each residual add as one fused op: the output projection without its bias, then bias, "
         "dropout and the residual add in one pass (the same model; on by default; "

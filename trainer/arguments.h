@@ -158,6 +158,12 @@ struct TrainerArguments {
   // time, without the [tokens, V] logits (varuna/kernels/lm_head_cross_entropy.h). On by
   // default (off in Megatron); --no-cross-entropy-loss-fusion: at::linear + log_softmax + nll.
   bool cross_entropy_loss_fusion = true;
+  // Megatron's --gradient-accumulation-fusion (on by default, as there;
+  // --no-gradient-accumulation-fusion turns it off): weight-gradient GEMMs that add into the fp32
+  // gradient (varuna/kernels/weight_gradient_accumulation.h). So far only the fused LM head's
+  // dW, summed over its token chunks; the layers' linears still produce half gradients that the
+  // engine copies into its fp32 masters. The same model either way.
+  bool gradient_accumulation_fusion = true;
   // Megatron's --bias-dropout-fusion (on by default, as there; --no-bias-dropout-fusion turns it
   // off): each residual add runs c_proj without its bias, then bias + dropout + add in one op
   // (varuna/kernels/bias_dropout_add.h). The same model either way.

@@ -34,6 +34,7 @@ absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
   gpt2::Gpt2ExecutionOptions execution;
   execution.attention = attention->backend;
   execution.fused_cross_entropy = options.fused_cross_entropy;
+  execution.gradient_accumulation_fusion = options.gradient_accumulation_fusion;
   execution.bias_dropout_fusion = options.bias_dropout_fusion;
   execution.fp8 = options.fp8;
   execution.bias_dropout_add_layernorm_fusion = options.bias_dropout_add_layernorm_fusion;

@@ -36,6 +36,9 @@ struct GptEngineOptions {
   // --cross-entropy-loss-fusion: the LM head and the loss without the whole [tokens, V] logits
   // (gpt2::Gpt2ExecutionOptions::fused_cross_entropy).
   bool fused_cross_entropy = false;
+  // --gradient-accumulation-fusion: the fused LM head's dW GEMMs add into the fp32 sum
+  // (gpt2::Gpt2ExecutionOptions::gradient_accumulation_fusion).
+  bool gradient_accumulation_fusion = true;
   // --bias-dropout-fusion: the fused residual adds (gpt2::Gpt2ExecutionOptions::
   // bias_dropout_fusion).
   bool bias_dropout_fusion = true;

@@ -514,6 +514,7 @@ GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt
   options.attention_backend = a.attention_backend;
   options.deterministic = a.deterministic;
   options.fused_cross_entropy = a.cross_entropy_loss_fusion;
+  options.gradient_accumulation_fusion = a.gradient_accumulation_fusion;
   options.bias_dropout_fusion = a.bias_dropout_fusion;
   // Checked by ParseArguments; off (nullopt) without --fp8-format.
   options.fp8 = Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo,

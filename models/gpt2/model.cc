@@ -30,7 +30,10 @@ absl::Status ValidateSegmentRange(const Gpt2Config& config, varuna::SegmentRange
 
 Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint64_t seed,
                      const Gpt2ExecutionOptions& execution)
-    : config_(config), range_(range), fused_cross_entropy_(execution.fused_cross_entropy) {
+    : config_(config),
+      range_(range),
+      fused_cross_entropy_(execution.fused_cross_entropy),
+      gradient_accumulation_fusion_(execution.gradient_accumulation_fusion) {
   CheckOk(config.Validate());
   CheckOk(ValidateSegmentRange(config, range));
   const int64_t h = config.hidden_size;
@@ -227,7 +230,8 @@ torch::Tensor Gpt2Stage::Forward(const torch::Tensor& activation, const varuna::
               loss_mask.scalar_type(), " ", loss_mask.sizes());
   if (fused_cross_entropy_) {
     return varuna::kernels::LmHeadCrossEntropy(hidden.flatten(0, 1), lm_head_weight_,
-                                               labels.flatten(), loss_mask.flatten());
+                                               labels.flatten(), loss_mask.flatten(),
+                                               /*chunk_tokens=*/0, gradient_accumulation_fusion_);
   }
   const torch::Tensor logits = at::linear(hidden, lm_head_weight_);
   // Per-token cross entropy in float32 (float64 for float64 models), then the masked mean.

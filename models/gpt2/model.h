@@ -56,6 +56,12 @@ struct Gpt2ExecutionOptions {
   // the whole [tokens, V] logits; true, varuna::kernels::LmHeadCrossEntropy, which holds only a
   // chunk of the logits at a time (Megatron's --cross-entropy-loss-fusion). The same loss.
   bool fused_cross_entropy = false;
+  // Megatron's --gradient-accumulation-fusion, so far for the fused LM head only (with
+  // fused_cross_entropy): true, each token chunk's dW GEMM adds into the fp32 sum itself (bf16/
+  // fp16 inputs, fp32 output, beta = 1: varuna/kernels/weight_gradient_accumulation.h); false,
+  // dW in the model's dtype, then added into the sum. The same function (the fused sum rounds
+  // less).
+  bool gradient_accumulation_fusion = true;
   // The residual connections: true, each "x + dropout(c_proj(...))" runs c_proj without its
   // bias and adds bias, dropout and residual in one op (varuna::kernels::BiasDropoutAdd,
   // Megatron's --bias-dropout-fusion, on by default as there); false, the ATen composition. The
@@ -158,6 +164,7 @@ class Gpt2Stage : public varuna::StageModule {
   std::shared_ptr<LayerNormParams> ln_f_;
   torch::Tensor lm_head_weight_;
   bool fused_cross_entropy_ = false;
+  bool gradient_accumulation_fusion_ = true;
 };
 
 // A StageBuilder (varuna/pipeline/stage_module.h) that builds Gpt2Stage(config, range, seed,

@@ -116,6 +116,7 @@ struct Flags {
   double peak_tflops = 0;
   bool deterministic = false;
   bool cross_entropy_loss_fusion = true;
+  bool gradient_accumulation_fusion = true;
   bool bias_dropout_fusion = true;
   bool bias_dropout_add_layernorm_fusion = true;
   bool sweep_micro_batch = false;
@@ -154,6 +155,10 @@ void Register(varuna::FlagParser& parser, Flags& f) {
              "pretrain_gpt2's --cross-entropy-loss-fusion: the LM head and loss a chunk of "
              "tokens at a time (on by default, as there; --no-cross-entropy-loss-fusion: the "
              "unfused LM head + loss)");
+  parser.Add("gradient-accumulation-fusion", &f.gradient_accumulation_fusion,
+             "pretrain_gpt2's --gradient-accumulation-fusion: the fused LM head's dW GEMMs add "
+             "into the fp32 sum (on by default, as there; --no-gradient-accumulation-fusion: dW "
+             "in the model's dtype, then added)");
   parser.Add("bias-dropout-fusion", &f.bias_dropout_fusion,
              "pretrain_gpt2's --bias-dropout-fusion (on by default); --no-bias-dropout-fusion: "
              "the unfused linear + dropout + residual add (the baseline of the fused one)");
@@ -197,6 +202,7 @@ struct Options {
   double peak_tflops = 0;
   bool deterministic = false;
   bool cross_entropy_loss_fusion = true;
+  bool gradient_accumulation_fusion = true;
   bool bias_dropout_fusion = true;
   bool bias_dropout_add_layernorm_fusion = true;
   bool sweep_micro_batch = false;
@@ -256,6 +262,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.profile_ops = f.profile_ops;
   o.deterministic = f.deterministic;
   o.cross_entropy_loss_fusion = f.cross_entropy_loss_fusion;
+  o.gradient_accumulation_fusion = f.gradient_accumulation_fusion;
   o.bias_dropout_fusion = f.bias_dropout_fusion;
   o.bias_dropout_add_layernorm_fusion = f.bias_dropout_add_layernorm_fusion;
   o.sweep_micro_batch = f.sweep_micro_batch;
@@ -516,6 +523,7 @@ absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
   options.engine = o.engine;
   options.attention_backend = o.attention_backend;
   options.fused_cross_entropy = o.cross_entropy_loss_fusion;
+  options.gradient_accumulation_fusion = o.gradient_accumulation_fusion;
   options.bias_dropout_fusion = o.bias_dropout_fusion;
   options.bias_dropout_add_layernorm_fusion = o.bias_dropout_add_layernorm_fusion;
   options.fp8 = o.fp8;

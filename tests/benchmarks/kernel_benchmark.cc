@@ -48,6 +48,7 @@
 #include "varuna/kernels/layer_norm.h"
 #include "varuna/kernels/lm_head_cross_entropy.h"
 #include "varuna/kernels/multi_tensor.h"
+#include "varuna/kernels/weight_gradient_accumulation.h"
 
 namespace {
 
@@ -623,6 +624,44 @@ absl::Status Fp8LinearRows(const c10::Device& device, at::ScalarType dtype, int6
   return absl::OkStatus();
 }
 
+// Prints the weight-gradient table (Megatron's gradient-accumulation fusion): dW = dy^T x added
+// into an fp32 main gradient, for the four linears of a block at `tokens` rows and one chunk of
+// the fused LM head's dW (667 tokens x GPT-2's padded vocabulary): unfused, dW in `dtype` then
+// main_grad.add_(dW) (two passes over [out, in], one half-precision copy), against one GEMM with
+// an fp32 output and beta = 1 (varuna::kernels::AccumulateWeightGradient). An error if the two
+// differ by more than `dtype`'s rounding of dW.
+absl::Status WeightGradientRows(const c10::Device& device, at::ScalarType dtype, int64_t tokens,
+                                int64_t hidden, int64_t vocab, int iterations) {
+  const at::TensorOptions options = at::TensorOptions().device(device);
+  for (const auto& [name, rows, in, out] :
+       {std::tuple<const char*, int64_t, int64_t, int64_t>{"qkv", tokens, hidden, 3 * hidden},
+        {"attention proj", tokens, hidden, hidden},
+        {"mlp fc", tokens, hidden, 4 * hidden},
+        {"mlp proj", tokens, 4 * hidden, hidden},
+        {"lm head chunk", std::min<int64_t>(tokens, 667), hidden, vocab}}) {
+    const at::Tensor x = at::randn({rows, in}, options).to(dtype);
+    const at::Tensor dy = at::randn({rows, out}, options).to(dtype);
+    at::Tensor fused = at::zeros({out, in}, options.dtype(at::kFloat));
+    at::Tensor unfused = at::zeros({out, in}, options.dtype(at::kFloat));
+    varuna::kernels::AccumulateWeightGradient(x, dy, fused);
+    unfused.add_(at::mm(dy.t(), x));
+    const double error =
+        (fused - unfused).abs().max().item<double>() / unfused.abs().max().item<double>();
+    if (!(error < 2e-2)) {
+      return absl::InternalError(absl::StrFormat(
+          "AccumulateWeightGradient %s differs from mm + add_ by %g of dW's magnitude", name,
+          error));
+    }
+    const std::string shape = absl::StrFormat("[%d, %d] x %d", rows, in, out);
+    std::printf("| %s %s | %s mm + fp32 add_ | %.3f |\n", name, shape.c_str(), c10::toString(dtype),
+                TimeMs(device, iterations, [&] { unfused.add_(at::mm(dy.t(), x)); }));
+    std::printf("| %s %s | AccumulateWeightGradient | %.3f |\n", name, shape.c_str(),
+                TimeMs(device, iterations,
+                       [&] { varuna::kernels::AccumulateWeightGradient(x, dy, fused); }));
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   Options options;
   varuna::FlagParser parser;
@@ -720,6 +759,20 @@ int Main(int argc, char** argv) {
     const int64_t hidden = options.quick ? h / 256 * 16 : h;  // multiples of 16
     const absl::Status status =
         Fp8LinearRows(device, dtypes.at(options.dtype), tokens, hidden, options.iterations);
+    if (!status.ok()) {
+      std::fprintf(stderr, "kernel_benchmark: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
+  }
+  // dW into the fp32 main gradient (--gradient-accumulation-fusion's GEMM) against dW in the
+  // activations' dtype plus an add, for the same blocks and one LM head chunk.
+  std::printf("\n| weight gradient into fp32 [tokens, in] x out | path | ms |\n|---|---|---|\n");
+  for (int64_t h : {int64_t{1024}, int64_t{1600}}) {
+    const int64_t tokens = options.quick ? 64 : 8 * 1024;
+    const int64_t hidden = options.quick ? h / 16 : h;
+    const int64_t vocab = options.quick ? 1024 : 50304;
+    const absl::Status status = WeightGradientRows(device, dtypes.at(options.dtype), tokens, hidden,
+                                                   vocab, options.iterations);
     if (!status.ok()) {
       std::fprintf(stderr, "kernel_benchmark: %s\n", std::string(status.message()).c_str());
       return 1;

@@ -142,6 +142,9 @@ TEST(JobShapeTest, BiasDropoutAddLayerNormFusionNeedsBiasDropoutFusion) {
   EXPECT_TRUE(b.bias_dropout_fusion && b.bias_dropout_add_layernorm_fusion);
   EXPECT_TRUE(b.cross_entropy_loss_fusion);  // on by default (issue 26)
   EXPECT_FALSE(Parsed({"--no-cross-entropy-loss-fusion"}).cross_entropy_loss_fusion);
+  EXPECT_TRUE(b.gradient_accumulation_fusion);  // on by default, as in Megatron (issue 26)
+  EXPECT_FALSE(Parsed({"--no-gradient-accumulation-fusion"}).gradient_accumulation_fusion);
+  EXPECT_TRUE(Parsed({"--gradient-accumulation-fusion"}).gradient_accumulation_fusion);
   EXPECT_FALSE(
       Parsed({"--no-bias-dropout-add-layernorm-fusion"}).bias_dropout_add_layernorm_fusion);
 }

@@ -136,6 +136,18 @@ TEST_F(PretrainGpt2Test, FusedCrossEntropyTrainsAsTheUnfusedLoss) {
   ExpectSameTraining(unfused, fused, 1e-5);
 }
 
+// --gradient-accumulation-fusion (the default) against --no-gradient-accumulation-fusion in bf16,
+// where it matters: the fused LM head's dW summed by GEMMs into fp32 or rounded to bf16 per chunk
+// and then added. The same model: the losses agree to bf16 rounding.
+TEST_F(PretrainGpt2Test, GradientAccumulationFusionTrainsAsTheUnfusedSum) {
+  const auto common = Plus(
+      TinyModel(), {"--train-iters=15", "--hidden-dropout=0", "--attention-dropout=0", "--bf16"});
+  Result fused = Run(common, "fused");
+  Result unfused = Run(Plus(common, {"--no-gradient-accumulation-fusion"}), "unfused");
+  for (const Result* r : {&unfused, &fused}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
+  ExpectSameTraining(unfused, fused, 1e-2);
+}
+
 // --bias-dropout-fusion (the default) against --no-bias-dropout-fusion, with dropout: on the CPU
 // the fused op draws its masks exactly as at::dropout does and computes the same float32
 // values, so the two runs log the same losses, digit for digit.

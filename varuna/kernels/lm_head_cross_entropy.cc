@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "varuna/kernels/argument_checks.h"
+#include "varuna/kernels/weight_gradient_accumulation.h"
 
 #ifdef VARUNA_WITH_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -115,9 +116,11 @@ struct Outputs {
 
 bool IsHalf(at::ScalarType dtype) { return dtype == at::kHalf || dtype == at::kBFloat16; }
 
-// The loss, and with `with_grad` the gradients for an upstream gradient of 1, chunk by chunk.
+// The loss, and with `with_grad` the gradients for an upstream gradient of 1, chunk by chunk;
+// dW summed by GEMMs into the fp32 sum with `fusion`, else each chunk's added.
 Outputs Compute(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
-                const at::Tensor& loss_mask, int64_t chunk_tokens, bool with_grad) {
+                const at::Tensor& loss_mask, int64_t chunk_tokens, bool with_grad,
+                bool fusion = true) {
   const at::ScalarType acc = ComputeType(hidden.scalar_type());
   const int64_t n = hidden.size(0);
   const int64_t vocab = weight.size(0);
@@ -148,7 +151,13 @@ Outputs Compute(const at::Tensor& hidden, const at::Tensor& weight, const at::Te
     loss.add_(chunk.loss);
     if (!with_grad) continue;
     out.grad_hidden.narrow(0, start, rows).copy_(at::matmul(chunk.grad_logits, weight));
-    grad_weight_acc.add_(at::matmul(chunk.grad_logits.t(), x));
+    if (fusion) {
+      // dW += dz^T x by one GEMM into the fp32 accumulator (beta = 1): no half-precision [V, h]
+      // product and no add pass per chunk (weight_gradient_accumulation.h).
+      AccumulateWeightGradient(x, chunk.grad_logits, grad_weight_acc);
+    } else {
+      grad_weight_acc.add_(at::matmul(chunk.grad_logits.t(), x));
+    }
   }
   out.loss = loss;
   if (!with_grad) return out;
@@ -163,8 +172,9 @@ Outputs Compute(const at::Tensor& hidden, const at::Tensor& weight, const at::Te
 struct LmHeadCrossEntropyFunction : torch::autograd::Function<LmHeadCrossEntropyFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden,
                             const at::Tensor& weight, const at::Tensor& labels,
-                            const at::Tensor& loss_mask, int64_t chunk_tokens) {
-    Outputs out = Compute(hidden, weight, labels, loss_mask, chunk_tokens, /*with_grad=*/true);
+                            const at::Tensor& loss_mask, int64_t chunk_tokens, bool fusion) {
+    Outputs out =
+        Compute(hidden, weight, labels, loss_mask, chunk_tokens, /*with_grad=*/true, fusion);
     ctx->save_for_backward({out.grad_hidden, out.grad_weight, out.grad_hidden_scale});
     return out.loss;
   }
@@ -178,13 +188,16 @@ struct LmHeadCrossEntropyFunction : torch::autograd::Function<LmHeadCrossEntropy
       // 1 / M applied in fp32, rounded once.
       const at::Tensor factor = upstream.to(at::kFloat);
       return {(saved[0].to(at::kFloat) * (factor * saved[2])).to(saved[0].scalar_type()),
-              (saved[1].to(at::kFloat) * factor).to(saved[1].scalar_type()), at::Tensor(),
-              at::Tensor(), at::Tensor()};
+              (saved[1].to(at::kFloat) * factor).to(saved[1].scalar_type()),
+              at::Tensor(),
+              at::Tensor(),
+              at::Tensor(),
+              at::Tensor()};
     }
     // The upstream gradient of a scalar, in the dtype of each gradient.
     at::Tensor grad_hidden = saved[0] * upstream.to(saved[0].scalar_type());
     at::Tensor grad_weight = saved[1] * upstream.to(saved[1].scalar_type());
-    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -192,14 +205,15 @@ struct LmHeadCrossEntropyFunction : torch::autograd::Function<LmHeadCrossEntropy
 
 at::Tensor LmHeadCrossEntropy(const at::Tensor& hidden, const at::Tensor& weight,
                               const at::Tensor& labels, const at::Tensor& loss_mask,
-                              int64_t chunk_tokens) {
+                              int64_t chunk_tokens, bool gradient_accumulation_fusion) {
   CheckInputs(hidden, weight, labels, loss_mask);
   const bool with_grad =
       at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
   if (!with_grad) {
     return Compute(hidden, weight, labels, loss_mask, chunk_tokens, /*with_grad=*/false).loss;
   }
-  return LmHeadCrossEntropyFunction::apply(hidden, weight, labels, loss_mask, chunk_tokens);
+  return LmHeadCrossEntropyFunction::apply(hidden, weight, labels, loss_mask, chunk_tokens,
+                                           gradient_accumulation_fusion);
 }
 
 }  // namespace varuna::kernels

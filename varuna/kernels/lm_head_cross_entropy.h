@@ -15,7 +15,12 @@
 // When the result will be differentiated (grad mode on and x or W requiring grad), the forward
 // computes dx and dW along with the loss, chunk by chunk, while each chunk's logits exist, so no
 // logits are recomputed; the backward only scales them by the upstream gradient. dW is summed
-// over the chunks in fp32. Without grad (evaluation, Varuna's graph-free forwards), only the loss.
+// over the chunks in fp32: with `gradient_accumulation_fusion` (the default; Megatron's
+// --gradient-accumulation-fusion), each chunk's GEMM adds into the fp32 sum itself (half inputs,
+// fp32 output, beta = 1: weight_gradient_accumulation.h), so no half-precision [V, h] product is
+// rounded or added per chunk; without it, each chunk's dW is computed in the inputs' dtype and
+// then added (the loss and dx are the same bitwise either way). Without grad (evaluation,
+// Varuna's graph-free forwards), only the loss.
 // In float16/bfloat16 the saved dz and dx are carried without the 1 / M (weights m_n instead of
 // m_n / M, so they do not underflow), and the backward applies 1 / M and the upstream gradient
 // (under loss scaling, a scale beyond fp16's range) together in fp32, rounding once; dW is
@@ -53,7 +58,7 @@ namespace varuna::kernels {
 // differentiable in hidden and weight.
 at::Tensor LmHeadCrossEntropy(const at::Tensor& hidden, const at::Tensor& weight,
                               const at::Tensor& labels, const at::Tensor& loss_mask,
-                              int64_t chunk_tokens = 0);
+                              int64_t chunk_tokens = 0, bool gradient_accumulation_fusion = true);
 
 }  // namespace varuna::kernels
 

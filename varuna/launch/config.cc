@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "varuna/io/json.h"
 
 namespace varuna {
 namespace {
@@ -18,6 +19,25 @@ std::vector<int> StageSizes(const Candidate& candidate) {
   std::vector<int> sizes;
   for (const SegmentRange& range : candidate.stages) sizes.push_back(range.size());
   return sizes;
+}
+
+// ", within nodes X Gbit/s, between nodes Y Gbit/s" for the bandwidths given, else "".
+std::string Bandwidths(const LaunchOptions& options) {
+  std::string out;
+  if (options.intra_node_gbps > 0) {
+    absl::StrAppend(&out, ", within nodes ", options.intra_node_gbps, " Gbit/s");
+  }
+  if (options.inter_node_gbps > 0) {
+    absl::StrAppend(&out, ", between nodes ", options.inter_node_gbps, " Gbit/s");
+  }
+  return out;
+}
+
+// The profiled model's sequence length (its JSON's "seq_length"), or 0 when it has none.
+int64_t ProfileSequenceLength(const Profile& profile) {
+  absl::StatusOr<json::Value> model = json::Parse(profile.model);
+  if (!model.ok()) return 0;
+  return json::AsInt64(json::Find(*model, "seq_length")).value_or(0);
 }
 
 }  // namespace
@@ -57,12 +77,15 @@ absl::StatusOr<LaunchChoice> ChooseLaunchConfiguration(const Profile& profile,
   cluster.nodes = options.nnodes;
   cluster.gpus_per_node = options.gpus_per_node;
   cluster.gpu_memory_bytes = static_cast<int64_t>(options.gpu_memory_gb * kBytesPerGiB);
+  cluster.intra_node_gbps = options.intra_node_gbps;
+  cluster.inter_node_gbps = options.inter_node_gbps;
   AutoConfigOptions search;
   search.global_batch = options.batch_size;
-  const std::string searched_for = absl::StrCat(
-      "configuring from --profile_dir=", options.profile_dir, " for W=", workers,
-      " GPUs (--gpus_per_node=", options.gpus_per_node, " x --nnodes=", options.nnodes,
-      ") of --gpu_memory_gb=", options.gpu_memory_gb, " and --batch_size=", options.batch_size);
+  const std::string searched_for =
+      absl::StrCat("configuring from --profile_dir=", options.profile_dir, " for W=", workers,
+                   " GPUs (--gpus_per_node=", options.gpus_per_node, " x --nnodes=", options.nnodes,
+                   ") of --gpu_memory_gb=", options.gpu_memory_gb,
+                   " and --batch_size=", options.batch_size, Bandwidths(options));
   std::vector<std::string> skipped;
   absl::StatusOr<std::vector<Candidate>> candidates =
       SearchConfigurations(profile, cluster, search, &skipped);
@@ -110,6 +133,18 @@ absl::StatusOr<LaunchChoice> ChooseLaunchConfiguration(const Profile& profile,
                       chosen.pipeline_stages, chosen.data_parallel, chosen.micro_batch,
                       chosen.num_micro_batches, absl::StrJoin(choice.options.stage_segments, "+"),
                       chosen.simulation.minibatch_ms));
+  const int64_t seq_length = ProfileSequenceLength(profile);
+  choice.plan = absl::StrCat(
+      "plan from ", options.profile_dir, " for ", options.nnodes, " node(s) x ",
+      options.gpus_per_node, " GPU(s) of ", options.gpu_memory_gb, " GiB, global batch ",
+      options.batch_size, seq_length > 0 ? absl::StrCat(" x ", seq_length, " tokens") : "",
+      Bandwidths(options), ": ", choice.usable.size(), " configurations use all ", workers,
+      " GPUs and fit; the fastest ", std::min<size_t>(choice.usable.size(), kLaunchCandidateRows),
+      ":\n", FormatPlan(choice.usable, kLaunchCandidateRows, options.batch_size * seq_length));
+  for (const std::string& left_out : choice.skipped) {
+    absl::StrAppend(&choice.plan, "left out (the profile cannot price it): ", left_out, "\n");
+  }
+  absl::StrAppend(&choice.plan, choice.report.substr(choice.report.rfind("chosen: ")));
   return choice;
 }
 

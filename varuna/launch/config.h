@@ -45,10 +45,16 @@ struct LaunchChoice {
   // skipped P x D, the table of the first kLaunchCandidateRows usable candidates
   // (FormatCandidates) and a line naming the chosen one.
   std::string report;
+  // What --dry_run prints, lines ending in '\n': the cluster searched (GPUs, memory, batch,
+  // bandwidths), the planner's table of the first kLaunchCandidateRows usable candidates
+  // (FormatPlan: step time, tokens/s with the profile model's seq_length, memory per GPU, bubble),
+  // a line per skipped P x D and the chosen line.
+  std::string plan;
 };
 
 // Chooses the launch configuration for `options` (gpus_per_node, nnodes, batch_size,
-// gpu_memory_gb; nstages and chunk_size are ignored) from `profile`. InvalidArgument naming the
+// gpu_memory_gb, intra_node_gbps, inter_node_gbps; nstages and chunk_size are ignored) from
+// `profile`. InvalidArgument naming the
 // flag when --gpu_memory_gb is missing or not positive, --batch_size is missing, or
 // --gpus_per_node / --nnodes is below 1; the search's own errors (an invalid profile, a batch
 // that fits no D, nothing fitting in memory) prefixed with the cluster and batch searched;

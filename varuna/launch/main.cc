@@ -81,6 +81,15 @@ int main(int argc, char** argv) {
     options->master_port = varuna::FreeTcpPort();
   }
 
+  if (options->dry_run) {
+    // Plan only: the table for the cluster the flags describe, no workers.
+    varuna::LaunchOptions resolved = *options;
+    resolved.profile_dir = varuna::ResolveUserPath(options->profile_dir, environment);
+    absl::StatusOr<varuna::LaunchChoice> choice = varuna::ChooseFromProfileDir(resolved);
+    if (!choice.ok()) return Fail(choice.status());
+    Print(choice->plan);
+    return 0;
+  }
   absl::StatusOr<bool> from_profile = varuna::ConfiguresFromProfile(*options);
   if (!from_profile.ok()) return Fail(from_profile.status());
   if (*from_profile) {

@@ -42,6 +42,18 @@ void RegisterLaunchFlags(FlagParser& parser, LaunchOptions& options) {
              "memory of one GPU in GiB, for the configuration search (required with "
              "--profile_dir)",
              "80");
+  parser.Add("dry_run", &options.dry_run,
+             "with --profile_dir: print the plan (P, D, micro-batch, step time, tokens/s, memory "
+             "per GPU, bubble of the best configurations) and exit without starting workers; no "
+             "worker program needed");
+  parser.Add("intra_node_gbps", &options.intra_node_gbps,
+             "bandwidth between GPUs of one node in Gbit/s for the configuration search (0 = the "
+             "profile's measured curves)",
+             "7200");
+  parser.Add("inter_node_gbps", &options.inter_node_gbps,
+             "bandwidth between nodes in Gbit/s for the configuration search (0 = the profile's "
+             "measured curves)",
+             "400");
   parser.Add("morph", &options.morph,
              "keep the job running on the machines --machine_list names: when the list changes "
              "or the launcher gets SIGUSR1, the workers checkpoint and stop and the job restarts "
@@ -59,7 +71,8 @@ void RegisterLaunchFlags(FlagParser& parser, LaunchOptions& options) {
   // again for options built in code, with the ones that relate flags. --nstages, --chunk_size
   // and --batch_size are not here: 0 is "not given", which ValidateLaunchOptions reports.
   for (const char* name : {"gpus_per_node", "nnodes"}) parser.SetMinimum(name, 1);
-  for (const char* name : {"node_rank", "grace_seconds", "gpu_memory_gb"}) {
+  for (const char* name :
+       {"node_rank", "grace_seconds", "gpu_memory_gb", "intra_node_gbps", "inter_node_gbps"}) {
     parser.SetMinimum(name, 0);
   }
   parser.SetMinimum("master_port", 0);
@@ -161,7 +174,12 @@ absl::StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& a
     return status;
   }
   options.help = parser.help_requested();
-  if (options.command.empty() && !options.help) {
+  if (options.dry_run && options.profile_dir.empty() && !options.help) {
+    return absl::InvalidArgumentError(
+        "--dry_run plans from a profile: give --profile_dir=<a `pretrain_gpt2 --profiling` "
+        "directory> with --gpu_memory_gb and --batch_size");
+  }
+  if (options.command.empty() && !options.help && !options.dry_run) {
     return absl::InvalidArgumentError(
         "no worker program: put it after the launcher's flags and `--`, e.g. "
         "`--nstages=2 --micro-batch-size=4 --global-batch-size=32 -- //trainer:pretrain_gpt2 "
@@ -175,6 +193,8 @@ std::string LaunchUsage() {
       "usage: launch --nstages=P --micro-batch-size=C --global-batch-size=B [flags] -- <program>\n"
       "              [its flags]\n"
       "   or: launch --profile_dir=DIR --gpu_memory_gb=G --global-batch-size=B [flags] -- ...\n"
+      "   or: launch --dry_run --profile_dir=DIR --gpu_memory_gb=G --global-batch-size=B\n"
+      "              [--nnodes=N --gpus_per_node=G --intra_node_gbps=X --inter_node_gbps=Y]\n"
       "Starts this node's workers of a P-stage pipeline x D-replica job (Varuna's launcher).\n"
       "--global-batch-size is Varuna's --batch_size (all replicas together) and\n"
       "--micro-batch-size its --chunk_size: the same words as the trainer's, with Megatron's\n"

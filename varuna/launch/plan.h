@@ -48,6 +48,15 @@ struct LaunchOptions {
   // boundaries (launch/config.h).
   std::string profile_dir;
   double gpu_memory_gb = 0;  // --gpu_memory_gb: memory of one GPU in GiB (with --profile_dir)
+  // --dry_run: with --profile_dir, print the plan (the best configurations for --nnodes x
+  // --gpus_per_node GPUs: P, D, micro-batch, step time, tokens/s, memory per GPU, bubble) and
+  // exit without starting workers; no worker program is needed.
+  bool dry_run = false;
+  // --intra_node_gbps / --inter_node_gbps: link bandwidths in Gbit/s within a node and between
+  // nodes for the configuration search (ClusterSpec, planning/auto_config.h); 0 = the
+  // profile's measured communication curves.
+  double intra_node_gbps = 0;
+  double inter_node_gbps = 0;
   // Segments per stage for every worker's --stage-segments (set from the profile's choice;
   // no flag). Empty: the workers split evenly.
   std::vector<int> stage_segments;

@@ -1,6 +1,7 @@
 #include "varuna/planning/auto_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -42,6 +43,14 @@ absl::Status ValidateRequest(const ClusterSpec& cluster, const AutoConfigOptions
         absl::StrCat("auto-config: cluster gpu_memory_bytes=", cluster.gpu_memory_bytes,
                      " must be positive: give one GPU's memory"));
   }
+  for (const auto& [gbps, field] : {std::make_pair(cluster.intra_node_gbps, "intra_node_gbps"),
+                                    std::make_pair(cluster.inter_node_gbps, "inter_node_gbps")}) {
+    if (!(gbps >= 0) || !std::isfinite(gbps)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "auto-config: cluster ", field, "=", gbps,
+          " must be a finite bandwidth >= 0 in Gbit/s (0: use the profile's measured curves)"));
+    }
+  }
   if (options.global_batch < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("auto-config: global_batch=", options.global_batch,
@@ -69,6 +78,11 @@ absl::StatusOr<double> AllReduceMs(const Profile& profile, int ring, int64_t byt
   return it->second.Milliseconds(bytes);
 }
 
+// Milliseconds to move `bytes` over a link of `gbps` Gbit/s.
+double BandwidthMs(int64_t bytes, double gbps) {
+  return static_cast<double>(bytes) * 8.0 / (gbps * 1e6);
+}
+
 // The simulator's input for P stages `stages` at micro-batch size b with D replicas.
 absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const ClusterSpec& cluster,
                                            ScheduleKind schedule,
@@ -80,7 +94,6 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   const int num_stages = static_cast<int>(stages.size());
   for (const SegmentRange& range : stages) {
     StageCosts costs;
-    int64_t parameters = 0;
     double optimizer_ms = 0;
     for (int k = range.first; k <= range.last; ++k) {
       const SegmentMeasurement& measured = profile.compute[k].at(micro_batch);
@@ -89,7 +102,6 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       costs.recompute_ms += measured.recompute_ms;
       costs.activation_bytes += measured.activation_memory_bytes;
       costs.static_bytes += profile.statics[k].state_bytes;
-      parameters += profile.statics[k].parameter_count;
       optimizer_ms += profile.statics[k].optimizer_ms;
       costs.gradient_ms +=
           profile.statics[k].gradient_ms + (replicas > 1 ? profile.statics[k].bucket_ms : 0.0);
@@ -97,16 +109,32 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     // The stages step in parallel: the slowest one ends the mini-batch.
     input.optimizer_ms = std::max(input.optimizer_ms, optimizer_ms);
     costs.stash_bytes = profile.compute[range.first].at(micro_batch).stash_bytes;
-    absl::StatusOr<double> allreduce =
-        AllReduceMs(profile, replicas, parameters * kGradientBytesPerParameter);
-    if (!allreduce.ok()) return allreduce.status();
-    costs.allreduce_ms = *allreduce;
     input.stages.push_back(costs);
   }
   // Ranks as the launcher places them (rank = replica * P + stage, node = rank / GPUs per
   // node); a boundary is across nodes when it is for any replica, the slowest replica setting
   // the pace.
   const StageMap map = StageMap::Uniform(num_stages, replicas);
+  for (int s = 0; s < num_stages; ++s) {
+    int64_t parameters = 0;
+    for (int k = stages[s].first; k <= stages[s].last; ++k) {
+      parameters += profile.statics[k].parameter_count;
+    }
+    const int64_t bytes = parameters * kGradientBytesPerParameter;
+    bool ring_across = false;
+    for (int r = 1; r < replicas; ++r) {
+      ring_across = ring_across || map.rank(s, r) / cluster.gpus_per_node !=
+                                       map.rank(s, 0) / cluster.gpus_per_node;
+    }
+    const double gbps = ring_across ? cluster.inter_node_gbps : cluster.intra_node_gbps;
+    if (replicas > 1 && gbps > 0) {
+      input.stages[s].allreduce_ms = 2.0 * (replicas - 1) / replicas * BandwidthMs(bytes, gbps);
+      continue;
+    }
+    absl::StatusOr<double> allreduce = AllReduceMs(profile, replicas, bytes);
+    if (!allreduce.ok()) return allreduce.status();
+    input.stages[s].allreduce_ms = *allreduce;
+  }
   for (int s = 0; s + 1 < num_stages; ++s) {
     bool across = false;
     for (int r = 0; r < replicas; ++r) {
@@ -114,6 +142,11 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
                map.rank(s, r) / cluster.gpus_per_node != map.rank(s + 1, r) / cluster.gpus_per_node;
     }
     const int64_t bytes = profile.compute[stages[s].last].at(micro_batch).output_bytes;
+    const double gbps = across ? cluster.inter_node_gbps : cluster.intra_node_gbps;
+    if (gbps > 0) {
+      input.hop_ms.push_back(BandwidthMs(bytes, gbps));
+      continue;
+    }
     const CostCurve& curve = across ? profile.send_across_nodes : profile.send_within_node;
     if (bytes > 0 && curve.points.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -301,6 +334,28 @@ std::string FormatCandidates(const std::vector<Candidate>& candidates, int rows)
                           c.pipeline_stages, c.data_parallel, c.micro_batch, c.num_micro_batches,
                           c.simulation.minibatch_ms, c.simulation.bubble_fraction,
                           static_cast<double>(LargestPeak(c.simulation)) / kBytesPerGiB,
+                          FormatStages(c.stages));
+  }
+  return table;
+}
+
+std::string FormatPlan(const std::vector<Candidate>& candidates, int rows,
+                       int64_t tokens_per_step) {
+  std::string table =
+      absl::StrFormat("%4s %4s %4s %4s %5s %12s %12s %7s %10s  %s\n", "rank", "P", "D", "b", "m",
+                      "step_ms", "tokens/s", "bubble", "GB/GPU", "stages");
+  const int shown = std::min(std::max(rows, 0), static_cast<int>(candidates.size()));
+  for (int i = 0; i < shown; ++i) {
+    const Candidate& c = candidates[i];
+    const double ms = c.simulation.minibatch_ms;
+    const std::string tokens =
+        tokens_per_step > 0 && ms > 0
+            ? absl::StrFormat("%.0f", static_cast<double>(tokens_per_step) / (ms / 1000.0))
+            : "-";
+    absl::StrAppendFormat(&table, "%4d %4d %4d %4d %5d %12.1f %12s %7.3f %10.2f  %s\n", i + 1,
+                          c.pipeline_stages, c.data_parallel, c.micro_batch, c.num_micro_batches,
+                          ms, tokens, c.simulation.bubble_fraction,
+                          static_cast<double>(LargestPeak(c.simulation)) / 1e9,
                           FormatStages(c.stages));
   }
   return table;

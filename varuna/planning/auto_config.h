@@ -47,6 +47,17 @@ struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 1;
   int64_t gpu_memory_bytes = 0;  // per GPU
+  // Link bandwidths in Gbit/s (10^9 bits per second), for planning from a profile without
+  // communication curves (a one-GPU profile) or for another cluster than the profiled one. 0:
+  // the profile's measured curves. When > 0 they replace the curves for the links they name:
+  //   a hop over a stage boundary within a node (across nodes) takes bytes * 8 / (intra_node_gbps
+  //   (inter_node_gbps) * 1e6) ms;
+  //   a stage's all-reduce over D replicas takes the ring's 2 (D - 1) / D * bytes * 8 / (gbps *
+  //   1e6) ms, with inter_node_gbps when the stage's replicas sit on more than one node, else
+  //   intra_node_gbps.
+  // Bandwidth only: no latency term, so small messages come out cheaper than measured ones.
+  double intra_node_gbps = 0;
+  double inter_node_gbps = 0;
 };
 
 struct AutoConfigOptions {
@@ -71,7 +82,8 @@ struct Candidate {
 std::vector<SegmentRange> BalancedPartition(const std::vector<double>& cost, int parts);
 
 // Every feasible candidate, fastest first. InvalidArgument naming the field for a bad cluster
-// or options (nodes, gpus_per_node, gpu_memory_bytes, global_batch, memory_fraction), for an
+// or options (nodes, gpus_per_node, gpu_memory_bytes, intra_node_gbps, inter_node_gbps (negative
+// or not finite), global_batch, memory_fraction), for an
 // invalid profile (ValidateProfile's message), or when the global batch fits no D (not a
 // multiple of any D tried, or smaller than D times the smallest micro-batch size);
 // FailedPrecondition naming what is missing when a segment has no measurements, or when every
@@ -86,6 +98,12 @@ absl::StatusOr<std::vector<Candidate>> SearchConfigurations(
 // A table of the first `rows` candidates: P, D, b, m, stage boundaries, predicted mini-batch
 // time, bubble, peak memory of the fullest stage.
 std::string FormatCandidates(const std::vector<Candidate>& candidates, int rows);
+
+// The planner's table (the launcher's --dry_run) of the first `rows` candidates: P, D, b, m,
+// predicted step time, tokens/s (tokens_per_step / step time; "-" when tokens_per_step <= 0),
+// bubble, memory per GPU in GB (10^9 bytes, the fullest stage's simulated peak) and the stage
+// boundaries.
+std::string FormatPlan(const std::vector<Candidate>& candidates, int rows, int64_t tokens_per_step);
 
 }  // namespace varuna
 

@@ -134,6 +134,11 @@ TEST_F(ImportTrainTest, FinetuneStartsAtIterationZeroWithTheLoadedWeights) {
                     HasSubstr("--no-load-rng")));
   EXPECT_EQ(Field(continued, 4, "consumed_samples"), "");
   EXPECT_EQ(Field(continued, 5, "consumed_samples"), "20");
+  // A fresh optimizer has taken no step, so the LR schedule (which counts its steps) starts
+  // again, as Megatron's fresh scheduler does: iteration 5 has the first step's learning rate.
+  ASSERT_NE(Field(pretrain, 1, "lr"), "");
+  EXPECT_EQ(Field(continued, 5, "lr"), Field(pretrain, 1, "lr"));
+  EXPECT_NE(Field(continued, 5, "lr"), Field(pretrain, 4, "lr"));
 }
 
 TEST_F(ImportTrainTest, ImportedWeightsNeedFinetuneAndGiveTheirShape) {

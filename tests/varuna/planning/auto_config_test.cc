@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "varuna/pipeline/schedule.h"
 
 namespace varuna {
 namespace {
@@ -491,6 +492,142 @@ TEST(FormatCandidatesTest, ShowsTheRequestedRows) {
             static_cast<std::ptrdiff_t>(result->size()) + 1);
   const std::string header_only = FormatCandidates(*result, 0);
   EXPECT_EQ(std::count(header_only.begin(), header_only.end(), '\n'), 1);
+}
+
+// The model's terms (docs/profiling.md, "What the simulator charges") on profiles whose F, R and
+// B differ, so that charging the wrong one shows.
+Profile DistinctTimes(int segments, int b) {
+  Profile profile = MakeProfile(segments, {b}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  for (auto& sizes : profile.compute) {
+    sizes[b].forward_ms = 1;    // F: graph-free forward
+    sizes[b].recompute_ms = 5;  // R: forward with a graph
+    sizes[b].backward_ms = 2;
+  }
+  return profile;
+}
+
+TEST(SimulatorTermsTest, OneStageChargesTheGraphForwardAndBackwardButNeverFOrAnExtraR) {
+  // P = 1 (the H100 run's choice): the schedule recomputes nothing; each micro-batch is one
+  // forward with a graph (R's measurement) and one backward, over every segment.
+  const Profile profile = DistinctTimes(3, 2);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 1), Options(8));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->size(), 1u);
+  const Candidate& c = result->front();
+  EXPECT_EQ(c.num_micro_batches, 4);
+  EXPECT_DOUBLE_EQ(c.simulation.stage_busy_ms[0], 4 * 3 * (5.0 + 2.0));
+  EXPECT_DOUBLE_EQ(c.simulation.minibatch_ms, 4 * 3 * (5.0 + 2.0));
+}
+
+TEST(SimulatorTermsTest, TheLastStageNeverChargesARecompute) {
+  // Two stages, Varuna's schedule: the last stage runs each micro-batch's backward right after
+  // its forward, so its forwards keep their graphs (R's time) and it has no recompute task; the
+  // first stage runs F, then R before each backward.
+  const Profile profile = DistinctTimes(4, 1);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 2), Options(6));
+  ASSERT_TRUE(result.ok()) << result.status();
+  bool seen = false;
+  for (const Candidate& c : *result) {
+    if (c.pipeline_stages != 2) continue;
+    seen = true;
+    const int m = c.num_micro_batches;
+    ASSERT_EQ(c.stages.size(), 2u);
+    const int last_segments = c.stages[1].size();
+    EXPECT_DOUBLE_EQ(c.simulation.stage_busy_ms[1], m * last_segments * (5.0 + 2.0));
+    const std::vector<Task> first = BuildSchedule(ScheduleKind::kVaruna, 2, m, 0);
+    int recomputes = 0;
+    for (const Task& t : first) recomputes += t.kind == TaskKind::kRecompute ? 1 : 0;
+    const int first_segments = c.stages[0].size();
+    // Forwards followed by a recompute are graph-free (F); the others keep their graph (R).
+    EXPECT_DOUBLE_EQ(
+        c.simulation.stage_busy_ms[0],
+        first_segments * (recomputes * (1.0 + 5.0) + (m - recomputes) * 5.0 + m * 2.0));
+  }
+  EXPECT_TRUE(seen);
+}
+
+// One micro-batch over two stages: F0, the hop, F1 (graph) + B1, the hop back, B0 (R0 runs while
+// the gradient travels: the hop is longer). Each hop takes bytes * 8 / (Gbit/s * 1e6) ms.
+TEST(SimulatorTermsTest, BandwidthsPriceHopsWithinAndAcrossNodes) {
+  Profile profile = MakeProfile(2, {1}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  profile.send_within_node = CostCurve();  // a one-GPU profile has no curves
+  profile.send_across_nodes = CostCurve();
+  profile.allreduce.clear();
+  const double hop = 1024 * 8 / (0.0008 * 1e6);  // 1 KiB at 0.0008 Gbit/s: 10.24 ms
+  // F = R = 2, B = 4 per segment at b = 1.
+  const double expected = 2 + hop + 2 + 4 + hop + 4;
+
+  ClusterSpec one_node = Cluster(1, 2);
+  one_node.intra_node_gbps = 0.0008;
+  one_node.inter_node_gbps = 1000;
+  absl::StatusOr<std::vector<Candidate>> within =
+      SearchConfigurations(profile, one_node, Options(1));
+  ASSERT_TRUE(within.ok()) << within.status();
+  ASSERT_EQ(within->size(), 1u);
+  EXPECT_NEAR(within->front().simulation.minibatch_ms, expected, 1e-9);
+
+  ClusterSpec two_nodes = Cluster(2, 1);
+  two_nodes.intra_node_gbps = 1000;
+  two_nodes.inter_node_gbps = 0.0008;
+  absl::StatusOr<std::vector<Candidate>> across =
+      SearchConfigurations(profile, two_nodes, Options(1));
+  ASSERT_TRUE(across.ok()) << across.status();
+  EXPECT_NEAR(across->front().simulation.minibatch_ms, expected, 1e-9);
+  // The slow link is not the one crossed: the hop is nearly free.
+  two_nodes.intra_node_gbps = 0.0008;
+  two_nodes.inter_node_gbps = 1000;
+  across = SearchConfigurations(profile, two_nodes, Options(1));
+  ASSERT_TRUE(across.ok()) << across.status();
+  EXPECT_LT(across->front().simulation.minibatch_ms, 12.1);
+}
+
+// A ring all-reduce of a stage's fp32 gradients (4 bytes per parameter) over D replicas takes
+// 2 (D - 1) / D * bytes * 8 / (Gbit/s * 1e6) ms, on the inter-node bandwidth when the replicas
+// sit on different nodes.
+TEST(SimulatorTermsTest, BandwidthsPriceTheAllReduceRingByWhereTheReplicasSit) {
+  Profile profile = MakeProfile(2, {1}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  profile.allreduce.clear();
+  const double bytes = 2 * 1000 * 4;  // P = 1: both segments' 1000 parameters
+  for (auto [nodes, gpus_per_node, across] :
+       {std::make_tuple(1, 4, false), std::make_tuple(2, 2, true), std::make_tuple(4, 1, true)}) {
+    SCOPED_TRACE(absl::StrFormat("%d x %d", nodes, gpus_per_node));
+    ClusterSpec cluster = Cluster(nodes, gpus_per_node);
+    cluster.intra_node_gbps = across ? 1e9 : 0.001;
+    cluster.inter_node_gbps = across ? 0.001 : 1e9;
+    absl::StatusOr<std::vector<Candidate>> result =
+        SearchConfigurations(profile, cluster, Options(4));
+    ASSERT_TRUE(result.ok()) << result.status();
+    bool seen = false;
+    for (const Candidate& c : *result) {
+      if (c.pipeline_stages != 1) continue;
+      seen = true;
+      ASSERT_EQ(c.data_parallel, 4);
+      const double allreduce = 2.0 * 3 / 4 * bytes * 8 / (0.001 * 1e6);  // 48 ms
+      EXPECT_NEAR(c.simulation.minibatch_ms, c.simulation.stage_finish_ms[0] + allreduce, 1e-9);
+    }
+    EXPECT_TRUE(seen);
+  }
+  ClusterSpec bad = Cluster(1, 4);
+  bad.inter_node_gbps = -2;
+  absl::StatusOr<std::vector<Candidate>> refused = SearchConfigurations(profile, bad, Options(4));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("inter_node_gbps=-2"));
+}
+
+TEST(FormatPlanTest, ShowsTokensPerSecondAndMemoryPerGpu) {
+  const Profile profile = MakeProfile(4, {1, 2}, 0.5, 3);
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(profile, Cluster(1, 4), Options(8));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::string table = FormatPlan(*result, 2, 8 * 1024);
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3);  // header + 2 rows
+  const Candidate& best = result->front();
+  EXPECT_THAT(table, HasSubstr(absl::StrFormat("%12.0f",
+                                               8 * 1024 / (best.simulation.minibatch_ms / 1000))));
+  EXPECT_THAT(table, HasSubstr(absl::StrFormat("%10.2f", Peak(best) / 1e9)));
+  EXPECT_THAT(FormatPlan(*result, 1, 0), HasSubstr(" - "));
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -137,6 +139,48 @@ TEST_F(ProfilerTest, OnlyTheChosenSegmentsAreMeasured) {
   EXPECT_EQ(profile->compute[1].size(), 1u);
   EXPECT_EQ(profile->compute[2].size(), 1u);
   EXPECT_EQ(lines_.size(), 2u);
+}
+
+// What bounds a large model's profile (gpt2-8.3b on one GPU): the profiler builds one segment
+// at a time and drops it before the next, so the parameters alive at once never exceed the
+// largest segment's, whichever segments are measured (even the last alone, whose input shape is
+// learned by building the earlier segments one by one).
+TEST_F(ProfilerTest, BuildsOneSegmentAtATimeSoMemoryIsBoundedByTheLargestSegment) {
+  const StageBuilder inner = gpt2::Gpt2StageBuilder(config_, 11);
+  auto live = std::make_shared<int64_t>(0);
+  int64_t peak_live = 0;
+  std::vector<SegmentRange> built;
+  const StageBuilder counting = [&](SegmentRange range) {
+    built.push_back(range);
+    std::shared_ptr<StageModule> stage = inner(range);
+    int64_t parameters = 0;
+    for (const at::Tensor& p : stage->parameters()) parameters += p.numel();
+    *live += parameters;
+    peak_live = std::max(peak_live, *live);
+    // The same stage, with a deleter that counts its parameters out when the profiler drops it.
+    return std::shared_ptr<StageModule>(
+        stage.get(), [stage, live, parameters](StageModule*) { *live -= parameters; });
+  };
+  int64_t largest_segment = 0;
+  for (int k = 0; k < config_.num_layers; ++k) {
+    int64_t parameters = 0;
+    for (const at::Tensor& p : inner(SegmentRange{k, k})->parameters()) parameters += p.numel();
+    largest_segment = std::max(largest_segment, parameters);
+  }
+  for (const std::vector<int>& segments : {std::vector<int>{}, std::vector<int>{2}}) {
+    built.clear();
+    peak_live = 0;
+    options_.segments = segments;
+    options_.micro_batch_sizes = {1, 2};
+    absl::StatusOr<Profile> profile =
+        ProfileSegments(counting, config_.num_layers, Inputs, options_, nullptr);
+    ASSERT_TRUE(profile.ok()) << profile.status();
+    ASSERT_FALSE(built.empty());
+    for (const SegmentRange& range : built) EXPECT_EQ(range.first, range.last);
+    EXPECT_GT(peak_live, 0);
+    EXPECT_LE(peak_live, largest_segment);
+    EXPECT_EQ(*live, 0);  // every stage was dropped
+  }
 }
 
 TEST_F(ProfilerTest, AddToExistingMeasuresOnlyMissingPairs) {
