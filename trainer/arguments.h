@@ -2,7 +2,8 @@
 // spellings and defaults, parsed and validated once at start-up. The parser
 // (varuna/flags/flag_parser.h) checks each flag's own bounds and gives every boolean flag its
 // --no-X form (Megatron's --no-bias-dropout-fusion, --no-overlap-grad-reduce,
-// --no-log-loss-scale-to-tensorboard); ParseArguments then checks the flags together.
+// --no-log-loss-scale-to-tensorboard); ParseArguments then checks the flags together
+// (trainer/argument_checks.h).
 #ifndef VARUNA_TRAINER_ARGUMENTS_H_
 #define VARUNA_TRAINER_ARGUMENTS_H_
 
