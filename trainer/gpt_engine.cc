@@ -16,7 +16,7 @@ std::vector<int64_t> MicroBatchSizes(const varuna::VarunaOptions& options) {
 }
 
 absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
-  if (options.fp8) {
+  if (options.execution.fp8) {
     if (absl::Status status = varuna::kernels::CheckFp8Device(options.engine.device);
         !status.ok()) {
       return status;
@@ -31,13 +31,8 @@ absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
       options.attention_backend, options.engine.device, options.engine.dtype, options.model,
       options.engine.micro_batch_size(), options.deterministic);
   if (!attention.ok()) return attention.status();
-  gpt2::Gpt2ExecutionOptions execution;
+  gpt2::Gpt2ExecutionOptions execution = options.execution;
   execution.attention = attention->backend;
-  execution.fused_cross_entropy = options.fused_cross_entropy;
-  execution.gradient_accumulation_fusion = options.gradient_accumulation_fusion;
-  execution.bias_dropout_fusion = options.bias_dropout_fusion;
-  execution.fp8 = options.fp8;
-  execution.bias_dropout_add_layernorm_fusion = options.bias_dropout_add_layernorm_fusion;
   at::manual_seed(options.seed);
   absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine =
       varuna::Varuna::Create(gpt2::Gpt2StageBuilder(options.model, options.seed, execution),

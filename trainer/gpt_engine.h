@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "models/gpt2/config.h"
+#include "models/gpt2/model.h"
 #include "trainer/attention_backend.h"
-#include "varuna/kernels/fp8_linear.h"
 #include "varuna/optim/adam.h"
 #include "varuna/optim/loss_scaler.h"
 #include "varuna/varuna.h"
@@ -33,21 +33,10 @@ struct GptEngineOptions {
   // --deterministic: the mode is on (EnterDeterministicMode ran); the attention backend is
   // chosen among the deterministic ones.
   bool deterministic = false;
-  // --cross-entropy-loss-fusion: the LM head and the loss without the whole [tokens, V] logits
-  // (gpt2::Gpt2ExecutionOptions::fused_cross_entropy).
-  bool fused_cross_entropy = false;
-  // --gradient-accumulation-fusion: the fused LM head's dW GEMMs add into the fp32 sum
-  // (gpt2::Gpt2ExecutionOptions::gradient_accumulation_fusion).
-  bool gradient_accumulation_fusion = true;
-  // --bias-dropout-fusion: the fused residual adds (gpt2::Gpt2ExecutionOptions::
-  // bias_dropout_fusion).
-  bool bias_dropout_fusion = true;
-  // --bias-dropout-add-layernorm-fusion: the attention residual add + ln_2 as one op
-  // (gpt2::Gpt2ExecutionOptions::bias_dropout_add_layernorm_fusion).
-  bool bias_dropout_add_layernorm_fusion = true;
-  // --fp8-format and its tuning flags (trainer/fp8_flags.h): set, the four linears of each
-  // layer compute in FP8 (gpt2::Gpt2ExecutionOptions::fp8).
-  std::optional<varuna::kernels::Fp8Recipe> fp8;
+  // How the model computes: the fusions and FP8 (TrainerExecutionOptions in trainer/setup.h
+  // reads them from the flags). Its `attention` is ignored: CreateGptEngine sets the backend it
+  // chooses from attention_backend.
+  gpt2::Gpt2ExecutionOptions execution;
   uint64_t seed = 1234;  // the initial weights
   varuna::AdamOptions adam;
   varuna::LossScalerOptions loss_scaling;

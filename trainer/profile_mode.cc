@@ -20,7 +20,6 @@
 #include "models/gpt2/model_record.h"
 #include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
-#include "trainer/fp8_flags.h"
 #include "trainer/setup.h"
 #include "varuna/comm/status_agreement.h"
 #include "varuna/comm/world.h"
@@ -373,17 +372,10 @@ absl::Status RunProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& c
   options.device_name = DeviceName(engine.device);
   options.dtype = engine.dtype;
   options.seed = static_cast<uint64_t>(a.seed);
+  // The segments as training runs them (the fusions, the last segment's LM head and loss above
+  // all, and FP8), so the profile times what the simulator is asked to predict.
+  options.execution = TrainerExecutionOptions(a);
   options.execution.attention = attention->backend;
-  // The segments as training runs them: the same fusions (the last segment's LM head and loss
-  // above all) and FP8, so the profile times what the simulator is asked to predict.
-  options.execution.fused_cross_entropy = a.cross_entropy_loss_fusion;
-  options.execution.gradient_accumulation_fusion = a.gradient_accumulation_fusion;
-  options.execution.bias_dropout_fusion = a.bias_dropout_fusion;
-  options.execution.bias_dropout_add_layernorm_fusion = a.bias_dropout_add_layernorm_fusion;
-  options.execution.fp8 = Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len,
-                                             a.fp8_amax_compute_algo, a.fp8_margin,
-                                             /*others_given=*/false)
-                              .value_or(std::nullopt);
   options.world = world.get();
   options.gpus_per_node = launch.local_world_size.value_or(1);
   at::manual_seed(a.seed);

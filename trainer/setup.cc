@@ -506,6 +506,19 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
   return data;
 }
 
+gpt2::Gpt2ExecutionOptions TrainerExecutionOptions(const TrainerArguments& a) {
+  gpt2::Gpt2ExecutionOptions execution;
+  execution.fused_cross_entropy = a.cross_entropy_loss_fusion;
+  execution.gradient_accumulation_fusion = a.gradient_accumulation_fusion;
+  execution.bias_dropout_fusion = a.bias_dropout_fusion;
+  execution.bias_dropout_add_layernorm_fusion = a.bias_dropout_add_layernorm_fusion;
+  // Checked by ParseArguments; off (nullopt) without --fp8-format.
+  execution.fp8 = Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo,
+                                     a.fp8_margin, /*others_given=*/false)
+                      .value_or(std::nullopt);
+  return execution;
+}
+
 GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt2Config& config,
                                       const varuna::VarunaOptions& engine) {
   GptEngineOptions options;
@@ -513,14 +526,7 @@ GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt
   options.engine = engine;
   options.attention_backend = a.attention_backend;
   options.deterministic = a.deterministic;
-  options.fused_cross_entropy = a.cross_entropy_loss_fusion;
-  options.gradient_accumulation_fusion = a.gradient_accumulation_fusion;
-  options.bias_dropout_fusion = a.bias_dropout_fusion;
-  // Checked by ParseArguments; off (nullopt) without --fp8-format.
-  options.fp8 = Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo,
-                                   a.fp8_margin, /*others_given=*/false)
-                    .value_or(std::nullopt);
-  options.bias_dropout_add_layernorm_fusion = a.bias_dropout_add_layernorm_fusion;
+  options.execution = TrainerExecutionOptions(a);
   options.seed = static_cast<uint64_t>(a.seed);
   options.adam.lr = a.lr;
   options.adam.beta1 = a.adam_beta1;

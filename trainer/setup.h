@@ -151,6 +151,11 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
                                                   const varuna::VarunaOptions& engine,
                                                   Vocabulary& vocabulary, TrainingLog& log);
 
+// How the model computes, from the flags: the fusions and FP8 (everything of
+// gpt2::Gpt2ExecutionOptions but the attention backend, which is chosen where the model is
+// built). Training and profile mode both take it, so a profile times the model training runs.
+gpt2::Gpt2ExecutionOptions TrainerExecutionOptions(const TrainerArguments& a);
+
 // The engine's full options from the flags: Adam's and the loss scaler's among them.
 GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt2Config& config,
                                       const varuna::VarunaOptions& engine);

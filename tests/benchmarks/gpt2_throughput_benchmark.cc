@@ -522,11 +522,11 @@ absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
   options.model = o.model;
   options.engine = o.engine;
   options.attention_backend = o.attention_backend;
-  options.fused_cross_entropy = o.cross_entropy_loss_fusion;
-  options.gradient_accumulation_fusion = o.gradient_accumulation_fusion;
-  options.bias_dropout_fusion = o.bias_dropout_fusion;
-  options.bias_dropout_add_layernorm_fusion = o.bias_dropout_add_layernorm_fusion;
-  options.fp8 = o.fp8;
+  options.execution.fused_cross_entropy = o.cross_entropy_loss_fusion;
+  options.execution.gradient_accumulation_fusion = o.gradient_accumulation_fusion;
+  options.execution.bias_dropout_fusion = o.bias_dropout_fusion;
+  options.execution.bias_dropout_add_layernorm_fusion = o.bias_dropout_add_layernorm_fusion;
+  options.execution.fp8 = o.fp8;
   options.deterministic = deterministic;
   options.seed = static_cast<uint64_t>(o.seed);
   options.adam.lr = o.lr;
