@@ -24,41 +24,12 @@
 #include "varuna/kernels/cuda/bias_dropout_add.h"
 #include "varuna/kernels/cuda/column_sum.cuh"
 #include "varuna/kernels/cuda/common.cuh"
+#include "varuna/kernels/cuda/dropout_mask.cuh"
 
 namespace varuna::kernels::cuda {
 namespace {
 
 constexpr int kBlockThreads = kColumnSumBlockThreads;
-
-__device__ __forceinline__ float Component(const float4& u, int k) {
-  return k == 0 ? u.x : k == 1 ? u.y : k == 2 ? u.z : u.w;
-}
-
-// kept[k] = whether element first + k survives: component (first + k) % 4 of the uniforms of
-// subsequence (first + k) / 4 is below `keep`. For kVec a multiple of 4, `first` is too.
-template <int kVec>
-__device__ __forceinline__ void DrawKept(uint64_t seed, uint64_t offset, int64_t first, float keep,
-                                         bool (&kept)[kVec]) {
-  if (kVec % 4 == 0) {
-#pragma unroll
-    for (int g = 0; g < kVec / 4; ++g) {
-      curandStatePhilox4_32_10_t state;
-      curand_init(seed, static_cast<uint64_t>(first / 4 + g), offset, &state);
-      const float4 u = curand_uniform4(&state);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) kept[g * 4 + k] = Component(u, k) < keep;
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const int64_t e = first + k;
-      curandStatePhilox4_32_10_t state;
-      curand_init(seed, static_cast<uint64_t>(e / 4), offset, &state);
-      const float4 u = curand_uniform4(&state);
-      kept[k] = Component(u, static_cast<int>(e % 4)) < keep;
-    }
-  }
-}
 
 template <typename T, int kVec, bool kDropout>
 __global__ void __launch_bounds__(kBlockThreads)

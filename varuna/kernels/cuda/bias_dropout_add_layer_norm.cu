@@ -25,6 +25,7 @@
 
 #include "varuna/kernels/cuda/bias_dropout_add_layer_norm.h"
 #include "varuna/kernels/cuda/common.cuh"
+#include "varuna/kernels/cuda/dropout_mask.cuh"
 
 namespace varuna::kernels::cuda {
 namespace {
@@ -82,36 +83,6 @@ __device__ __forceinline__ void RowSum2(float& a, float& b, float* scratch) {
   const bool has = lane < static_cast<int>(blockDim.x) / kWarpSize;
   a = WarpSum(has ? mine[lane] : 0.0f);
   b = WarpSum(has ? mine[kWarpSize + lane] : 0.0f);
-}
-
-__device__ __forceinline__ float Component(const float4& u, int k) {
-  return k == 0 ? u.x : k == 1 ? u.y : k == 2 ? u.z : u.w;
-}
-
-// kept[k] = whether element first + k survives (the mapping of cuda/bias_dropout_add.h). For
-// kVec a multiple of 4, `first` is too.
-template <int kVec>
-__device__ __forceinline__ void DrawKept(uint64_t seed, uint64_t offset, int64_t first, float keep,
-                                         bool (&kept)[kVec]) {
-  if (kVec % 4 == 0) {
-#pragma unroll
-    for (int g = 0; g < kVec / 4; ++g) {
-      curandStatePhilox4_32_10_t state;
-      curand_init(seed, static_cast<uint64_t>(first / 4 + g), offset, &state);
-      const float4 u = curand_uniform4(&state);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) kept[g * 4 + k] = Component(u, k) < keep;
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const int64_t e = first + k;
-      curandStatePhilox4_32_10_t state;
-      curand_init(seed, static_cast<uint64_t>(e / 4), offset, &state);
-      const float4 u = curand_uniform4(&state);
-      kept[k] = Component(u, static_cast<int>(e % 4)) < keep;
-    }
-  }
 }
 
 template <typename T>
