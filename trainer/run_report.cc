@@ -32,7 +32,13 @@ absl::Status RunReport::Step(const StepRecord& step) {
 }
 
 absl::Status RunReport::Interval(const StepRecord& interval) {
-  if (absl::Status status = log_->Step(interval); !status.ok()) return status;
+  StepRecord line = interval;
+  if (device_memory_) {
+    if (const std::optional<DeviceMemory> memory = device_memory_()) {
+      line.max_allocated_bytes = memory->max_allocated_bytes;
+    }
+  }
+  if (absl::Status status = log_->Step(line); !status.ok()) return status;
   return tensorboard_ == nullptr ? absl::OkStatus() : tensorboard_->Throughput(interval);
 }
 

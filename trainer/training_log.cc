@@ -79,6 +79,7 @@ std::string TrainingLog::StepJson(const StepRecord& r) {
   line["tflops"] = r.tflops;
   line["throughput_per_gpu_tflops"] = PerGpu(r);
   line["mfu"] = r.mfu ? Value(*r.mfu) : Value(nullptr);
+  if (r.max_allocated_bytes) line["max_allocated_bytes"] = *r.max_allocated_bytes;
   return varuna::json::Serialize(line);
 }
 

@@ -58,6 +58,9 @@ struct StepRecord {
   double tokens_per_sec = 0;
   double tflops = 0;  // The job's model TFLOP/s; per GPU: tflops / num_gpus.
   std::optional<double> mfu;
+  // On a CUDA device: the most bytes this process's tensors held at once since it started (the
+  // caching allocator's peak); in the metrics file only ("max_allocated_bytes").
+  std::optional<int64_t> max_allocated_bytes;
 };
 
 struct EvalRecord {

@@ -103,7 +103,9 @@ int main(int argc, char** argv) {
     std::cerr << "stage_overhead: error: --device=" << options.device << ": give cpu or cuda\n";
     return 2;
   }
-  profiler.device = options.device == "cpu" ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
+  // An indexed device, as the trainer gives the profiler: some of its CUDA calls (the stream,
+  // the caching allocator) refuse index -1.
+  profiler.device = options.device == "cpu" ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
   if (options.dtype == "fp32") {
     profiler.dtype = at::kFloat;
   } else if (options.dtype == "fp16") {

@@ -14,9 +14,12 @@
 #                           over host-staged Gloo (4 ranks on however many GPUs there are): the
 #                           loss falls, no step is lost to a hang
 #   session.sh planning     profile gpt2-355m, let the launcher choose a configuration, run it:
-#                           the predicted step time against the measured one (within 5%); then
-#                           the per-segment profile against one stage (stage_overhead);
-#                           profile gpt2-8.3b on this GPU and dry-run plans for 8-64 GPUs
+#                           the predicted step time against the measured one (within 5%), the
+#                           second-ranked candidate run too (did the ranking hold?), the planned
+#                           memory against training's peak (within 10%); then
+#                           the per-segment profile against one stage (stage_overhead)
+#   session.sh plan_8_3b    profile gpt2-8.3b on this GPU, one segment at a time, and dry-run
+#                           plans for 8-64 GPUs
 #   session.sh throughput [PRESET]  the C++ engine against PyTorch eager and torch.compile
 #   session.sh fusions [PRESET]  each of the engine's fusions measured on its own, in one call:
 #                           every fusion off, the default (all on), then the default with one
@@ -107,27 +110,77 @@ train() {
 
 # prediction_error [FLAGS...]: profiles gpt2-355m in bf16 (FLAGS added, e.g. to shrink it), lets
 # the launcher choose from the profile for one GPU and a global batch of 32, trains 30
-# iterations, and compares the launcher's predicted step time with the measured median.
+# iterations, and compares the launcher's predicted step time with the measured median (within
+# 5%). Then trains the launcher's second-ranked candidate the same way (planning_ranking and
+# planning_memory read both runs).
 prediction_error() {
   local dir=$results/planning
   rm -rf "$dir" && mkdir -p "$dir"
   local model=(--preset=gpt2-355m --bf16 "$@")
+  local train=(--train-iters=30 --log-interval=1 --eval-interval=0)
   (cd "$dir" && "$bin/pretrain_gpt2" --profiling "${model[@]}" \
     --profile-micro-batches=1,2,4,8,16 --profile-dir="$dir/prof") || return 1
   (cd "$dir" && "$bin/launch" --profile_dir="$dir/prof" --gpu_memory_gb=75 --gpus_per_node=1 \
-    --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" \
-    --train-iters=30 --log-interval=1 --eval-interval=0 --metrics-file="$dir/metrics.jsonl") |
-    tee "$dir/launch.log" || return 1
-  python3 - "$dir/launch.log" "$dir/metrics.jsonl" << 'EOF_PY'
-import json, re, statistics, sys
-predicted = float(re.search(r"predicted ([0-9.]+) ms per step", open(sys.argv[1]).read()).group(1))
-rows = [json.loads(l) for l in open(sys.argv[2]) if '"ms_per_iteration"' in l]
-times = [r["ms_per_iteration"] for r in rows if r["iteration"] > 5]
-measured = statistics.median(times)
-error = (predicted - measured) / measured
-print(f"predicted {predicted:.1f} ms per step, measured {measured:.1f} ms (median of "
-      f"iterations 6-{rows[-1]['iteration']}): error {100 * error:+.1f}%")
-sys.exit(0 if abs(error) <= 0.05 else 1)
+    --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
+    --metrics-file="$dir/metrics.jsonl") | tee "$dir/launch.log" || return 1
+  # The second row of the launcher's table: rank P D b m time_ms bubble peak_GiB stages.
+  local second
+  second=$(awk '$1 == "[launch]" && $2 == "2" { print $3, $5; exit }' "$dir/launch.log")
+  if [[ -n "$second" ]]; then
+    read -r p2 b2 <<< "$second"
+    mkdir -p "$dir/second"
+    (cd "$dir/second" && "$bin/launch" --nstages="$p2" --chunk_size="$b2" --gpus_per_node=1 \
+      --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
+      --metrics-file="$dir/second/metrics.jsonl") > "$dir/second/launch.log" 2>&1 ||
+      echo "the second-ranked candidate (P=$p2, micro-batch $b2) failed: $dir/second/launch.log"
+  fi
+  planning_report prediction "$dir"
+}
+
+# planning_report WHAT DIR: reads prediction_error's runs. WHAT: prediction (the chosen
+# configuration's predicted step time against the measured median of iterations 6-30, within
+# 5%), ranking (the second-ranked candidate measured slower than the chosen one, as predicted),
+# memory (the launcher's peak GiB for the chosen configuration against the caching allocator's
+# peak in training, within 10%).
+planning_report() {
+  python3 - "$@" << 'EOF_PY'
+import json, os, re, statistics, sys
+what, d = sys.argv[1], sys.argv[2]
+# The table's rows after the rank: P D b m time_ms bubble peak_GiB stages.
+rows = [l.split()[2:] for l in open(f"{d}/launch.log") if re.match(r"\[launch\]\s+\d+\s+\d+\s+\d+", l)]
+def run(path):
+    lines = [json.loads(l) for l in open(path) if '"ms_per_iteration"' in l] if os.path.exists(path) else []
+    times = [r["ms_per_iteration"] for r in lines if r["iteration"] > 5]
+    peak = max((r.get("max_allocated_bytes", 0) for r in lines), default=0) / 2**30
+    return (statistics.median(times) if times else None), peak
+predicted = float(rows[0][4])
+measured, peak = run(f"{d}/metrics.jsonl")
+if what == "prediction":
+    error = (predicted - measured) / measured
+    print(f"chosen P={rows[0][0]} D={rows[0][1]} b={rows[0][2]} m={rows[0][3]}: predicted "
+          f"{predicted:.1f} ms per step, measured {measured:.1f} ms (median of iterations 6-30): "
+          f"error {100 * error:+.1f}%")
+    sys.exit(0 if abs(error) <= 0.05 else 1)
+if what == "ranking":
+    if len(rows) < 2:
+        print("one candidate only: no ranking to check"); sys.exit(0)
+    second, _ = run(f"{d}/second/metrics.jsonl")
+    if second is None:
+        print("the second-ranked candidate did not train (see second/launch.log)"); sys.exit(1)
+    p2 = float(rows[1][4])
+    print(f"second P={rows[1][0]} D={rows[1][1]} b={rows[1][2]} m={rows[1][3]}: predicted "
+          f"{p2:.1f} ms, measured {second:.1f} ms (error {100 * (p2 - second) / second:+.1f}%); "
+          f"chosen: predicted {predicted:.1f}, measured {measured:.1f}")
+    held = measured <= second
+    print("the ranking held" if held else "the ranking did NOT hold: the second was faster")
+    sys.exit(0 if held else 1)
+if what == "memory":
+    planned = float(rows[0][6])
+    if peak == 0:
+        print("the training run logged no max_allocated_bytes (not a CUDA run?)"); sys.exit(1)
+    print(f"chosen configuration: planned peak {planned:.2f} GiB per GPU, training's caching-"
+          f"allocator peak {peak:.2f} GiB: {100 * (planned - peak) / peak:+.1f}%")
+    sys.exit(0 if peak > 0 and abs(planned - peak) <= 0.10 * peak else 1)
 EOF_PY
 }
 
@@ -210,10 +263,15 @@ plan_8_3b() {
 
 phase_planning() {
   check planning_prediction prediction_error
+  check planning_ranking planning_report ranking "$results/planning"
+  check planning_memory planning_report memory "$results/planning"
   # What the per-segment profile charges beyond one stage run back to back (docs/profiling.md,
   # "The H100 over-prediction of 2026-11-26"): the table, no pass/fail threshold.
   check stage_overhead "$bin/stage_overhead" --preset=gpt2-355m --device=cuda --dtype=bf16 \
     --micro-batch=16 --attention=sdpa
+}
+
+phase_plan_8_3b() {
   check plan_8_3b plan_8_3b
 }
 
@@ -283,12 +341,12 @@ report() {
 
 phase=${1:-}
 case "$phase" in
-  tests | parity | determinism | kernels | training | planning) "phase_$phase" ;;
+  tests | parity | determinism | kernels | training | planning | plan_8_3b) "phase_$phase" ;;
   throughput) phase_throughput "${2:-}" ;;
   fusions) phase_fusions "${2:-}" ;;
   fp8) phase_fp8 "${2:-}" ;;
   all)
-    for p in tests parity determinism kernels training planning; do "phase_$p"; done
+    for p in tests parity determinism kernels training planning plan_8_3b; do "phase_$p"; done
     phase_throughput gpt2-355m
     phase_fusions gpt2-355m
     phase_fp8 gpt2-1.5b
@@ -297,6 +355,7 @@ case "$phase" in
   report) report || status=1 ;;
   *)
     echo "usage: session.sh tests | parity | determinism | kernels | training | planning |" \
+      "plan_8_3b |" \
       "throughput [PRESET] | fusions [PRESET] | fp8 [PRESET] | all | report" >&2
     exit 2
     ;;

@@ -23,6 +23,7 @@ namespace trainer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 std::string TempPath(const std::string& name) {
@@ -103,6 +104,11 @@ TEST(TrainingLogTest, AStepLineHasMegatronsFieldsInOrderAndFormat) {
   EXPECT_THAT(json, HasSubstr("\"global_batch_size\":16"));
   EXPECT_THAT(json, HasSubstr("\"throughput_per_gpu_tflops\":2.5"));
   EXPECT_THAT(json, HasSubstr("\"nan_iterations\":1"));
+  // The device's peak memory only where there is one (a CUDA run).
+  EXPECT_THAT(json, Not(HasSubstr("max_allocated_bytes")));
+  r.max_allocated_bytes = int64_t{22} << 30;
+  EXPECT_THAT(TrainingLog::StepJson(r), HasSubstr("\"max_allocated_bytes\":23622320128"));
+  EXPECT_EQ(TrainingLog::FormatStep(r).find("max_allocated"), std::string::npos);
 }
 
 // Megatron's evaluation line: "validation loss at iteration N on validation set | lm loss

@@ -166,7 +166,7 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
                                     double* backward_ms) {
     const at::Tensor activation = leaf();
     at::Tensor out;
-    const double r = timer.Time([&] {
+    const double r = timer.TimeAhead([&] {
       const RngState live = RngState::Capture(device);
       before_forward.Restore();
       out = stage.Forward(activation, inputs);
@@ -177,7 +177,7 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
     if (!last) m.output_bytes = Bytes(out);
     if (!outputs_.count({k, b}))
       outputs_[{k, b}] = OutputSpec{out.sizes().vec(), out.scalar_type()};
-    const double bw = timer.Time([&] {
+    const double bw = timer.TimeAhead([&] {
       if (last) {
         out.backward();
       } else {
@@ -191,7 +191,7 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   std::vector<double> forward, recompute, backward;
   auto pass = [&](bool timed) {
     RngState before_forward;
-    const double f = timer.Time([&] {
+    const double f = timer.TimeAhead([&] {
       before_forward = RngState::Capture(device);
       at::NoGradGuard no_grad;
       stage.Forward(input_activation, inputs);
@@ -262,7 +262,7 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
   auto median_ms = [&](const std::function<void()>& pass) {
     pass();
     std::vector<double> samples;
-    for (int i = 0; i < options_.timed_passes; ++i) samples.push_back(timer.Time(pass));
+    for (int i = 0; i < options_.timed_passes; ++i) samples.push_back(timer.TimeAhead(pass));
     return Summarize(std::move(samples)).median_ms;
   };
   std::vector<at::Tensor> model_grads;
@@ -271,10 +271,11 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
   }
   Adam adam(std::move(parameters), AdamOptions());
   std::vector<at::Tensor>& master_grads = adam.MasterGrads();
-  // As Varuna::step with ties or replicas: unscale into the masters, then the squared norm.
+  // As Varuna::step with ties or replicas: unscale into the masters, then the squared norm. The
+  // step reads the norm back once for the whole stage, not once per segment: not timed here.
   statics.gradient_ms = median_ms([&] {
     kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / 1024);
-    (void)kernels::MultiTensorL2NormSquared(master_grads).item<double>();
+    (void)kernels::MultiTensorL2NormSquared(master_grads);
   });
   // As its data-parallel path around the all-reduce: flatten into a bucket, copy back.
   statics.bucket_ms = median_ms([&] {
@@ -323,8 +324,8 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
       skip_rest(absl::StrCat("out of memory at micro-batch size ", b));
       break;
     } catch (const std::exception& e) {
-      return absl::InternalError(
-          absl::StrCat("profiling segment ", k, " at micro-batch size ", b, " failed: ", comm::OneLineMessage(e)));
+      return absl::InternalError(absl::StrCat("profiling segment ", k, " at micro-batch size ", b,
+                                              " failed: ", comm::OneLineMessage(e)));
     }
     profile.compute[static_cast<size_t>(k)][b] = m;
     ++done_pairs_;
@@ -349,9 +350,9 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
                         "step; gradient_ms, bucket_ms or optimizer_ms not measured (0)",
                         k, num_segments_));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(
-        "profiling the gradient pass and optimizer step of segment ", k, " failed: ",
-        comm::OneLineMessage(e)));
+    return absl::InternalError(
+        absl::StrCat("profiling the gradient pass and optimizer step of segment ", k,
+                     " failed: ", comm::OneLineMessage(e)));
   }
   stage.reset();
   ReleaseCachedMemory(options_.device);

@@ -17,8 +17,12 @@
 //                     gradient of the output's shape; it also computes the input activation's
 //                     gradient (what a stage sends back), as the pipeline does.
 // First 1 settling pass and then warmup_passes passes untimed, then timed_passes timed ones;
-// each of F, R and B is timed on its own by a DeviceTimer (planning/device_timer.h: CUDA events
-// on the current stream on a GPU, the steady clock on the CPU) and the profile keeps the median
+// each of F, R and B is timed on its own by DeviceTimer::TimeAhead (planning/device_timer.h: on
+// a GPU the larger of the host's queueing time and the device's time with the work already
+// queued behind a spin kernel, CUDA events on the current stream; the steady clock on the CPU),
+// so a segment is charged what it costs inside a stage whose host runs ahead, not the launch
+// gaps of a device that starts idle (summed over 24 segments those put the H100 and H200
+// predictions 6-8% over the measured step); the profile keeps the median
 // over the timed passes (planning/timing_summary.h) with the spread (largest minus smallest)
 // and the pass count. Why: one layer's kernels take well under a millisecond on a GPU, so host
 // clocks around a device synchronisation and a mean of a few passes let the synchronisation's
@@ -42,8 +46,9 @@
 // size [weight] + element size [gradient] + 4 [fp32 master gradient] + (element size == 4 ? 0
 // : 4) [fp32 master weight] + 8 [Adam moments]), and, after the sizes, the step's work over the
 // stage's parameters (in options.dtype, fp32 masters, random gradients), each the median over
-// timed_passes after one untimed pass, timed by a DeviceTimer: gradient_ms
-// (the gradients unscaled into the masters, then their squared norm, as Varuna::step does),
+// timed_passes after one untimed pass, timed by DeviceTimer::TimeAhead: gradient_ms
+// (the gradients unscaled into the masters, then their squared norm, as Varuna::step does; the
+// norm's read-back, once per step and stage, is not charged per segment),
 // bucket_ms (the masters flattened into one bucket and copied back, as its data-parallel sum
 // does around the all-reduce) and optimizer_ms (varuna::Adam::Step). Out of CUDA memory there
 // leaves them 0 (progress says so). The step changes the stage's weights, which are

@@ -12,8 +12,8 @@
 // without CUDA (no VARUNA_WITH_CUDA), a CUDA device is timed like the CPU, around a full
 // synchronisation it cannot make: such a build cannot run CUDA work anyway.
 //
-// Thread safety: one timer per thread; Time() uses the device's current stream of the calling
-// thread.
+// Thread safety: one timer per thread (TimeAhead remembers how long queueing took); both timings
+// use the device's current stream of the calling thread.
 #ifndef VARUNA_PLANNING_DEVICE_TIMER_H_
 #define VARUNA_PLANNING_DEVICE_TIMER_H_
 
@@ -31,11 +31,29 @@ class DeviceTimer {
   // from `work` (e.g. c10::OutOfMemoryError) propagate.
   double Time(const std::function<void()>& work) const;
 
+  // Runs `work` once and returns the milliseconds it costs when the host runs ahead of the
+  // device, as in training, where the host queues a layer's kernels while the device still runs
+  // earlier ones: the larger of the host's time to queue the work and the device's time to run
+  // it with its kernels already queued. Time() instead starts the clock on an idle device, so
+  // every gap where the device waited for the host to launch the next kernel is counted; summed
+  // over the segments of a stage, those gaps are what the profile charged on the H100 and H200
+  // beyond what training pays (docs/profiling.md).
+  //
+  // On a CUDA device the timer first queues a spin kernel (at::cuda::sleep) long enough to
+  // cover the host's queueing of `work` (twice the longest queueing time this timer has seen,
+  // at least 0.2 ms, at most 50 ms), then the start event, the work and the end event; the
+  // events then time the device's work alone, and the host's clock times the queueing. `work`
+  // must not wait for the device (no item(), no synchronisation): waiting would count the spin
+  // as the host's time. On the CPU the same as Time().
+  double TimeAhead(const std::function<void()>& work) const;
+
   // Waits until every queued kernel of the device has finished (no-op on the CPU).
   void Synchronize() const;
 
  private:
   c10::Device device_;
+  // The longest time TimeAhead has seen the host take to queue a piece of work.
+  mutable double longest_queueing_ms_ = 0.1;
 };
 
 }  // namespace varuna

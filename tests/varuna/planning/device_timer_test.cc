@@ -1,5 +1,4 @@
-// Tests of varuna/planning/device_timer.h on the CPU (the CUDA path needs a GPU: the H100 run
-// of --profiling shows it, see README).
+// Tests of varuna/planning/device_timer.h on the CPU (the CUDA path: device_timer_gpu_test.cc).
 #include "varuna/planning/device_timer.h"
 
 #include <chrono>
@@ -22,6 +21,14 @@ TEST(DeviceTimerTest, TimesTheWorkOnTheCpu) {
   EXPECT_GE(ms, 19.0);
   EXPECT_LT(ms, 2000.0);
   timer.Synchronize();  // a no-op on the CPU
+}
+
+TEST(DeviceTimerTest, TimeAheadIsTheHostsTimeOnTheCpu) {
+  const DeviceTimer timer(c10::Device(c10::kCPU));
+  const double ms =
+      timer.TimeAhead([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  EXPECT_GE(ms, 19.0);
+  EXPECT_LT(ms, 2000.0);
 }
 
 TEST(DeviceTimerTest, ExceptionsFromTheWorkPropagate) {
