@@ -20,7 +20,8 @@
 #                           the per-segment profile against one stage (stage_overhead)
 #   session.sh plan_8_3b    profile gpt2-8.3b on this GPU, one segment at a time, and dry-run
 #                           plans for 8-64 GPUs
-#   session.sh throughput [PRESET]  the C++ engine against PyTorch eager and torch.compile
+#   session.sh throughput [PRESET]  the C++ engine against PyTorch under torch.compile (bf16),
+#                           at the same micro-batch and at each one's best
 #   session.sh fusions [PRESET]  each of the engine's fusions measured on its own, in one call:
 #                           every fusion off, the default (all on), then the default with one
 #                           switch off at a time (fused cross entropy, gradient-accumulation
@@ -32,7 +33,8 @@
 #   session.sh all          every phase above in turn, then the table
 #   session.sh report       the table: one PASS/FAIL/SKIP line per check run so far
 #
-# Logs go to $RESULTS (default ./results); each check appends its line (PASS, FAIL, or SKIP for
+# Logs go to $RESULTS (default ./results), and every phase then packs them into one archive,
+# $ARCHIVE (default results.tar.gz beside $RESULTS); each check appends its line (PASS, FAIL, or SKIP for
 # a test that skipped every case) to $RESULTS/checks.txt, so phases run in separate calls add up
 # to one table. Exit status: non-zero if a check of the phase failed or skipped.
 set -uo pipefail
@@ -275,10 +277,16 @@ phase_plan_8_3b() {
   check plan_8_3b plan_8_3b
 }
 
+# The engine against PyTorch under torch.compile on PRESET in bf16: at the same micro-batch (the
+# preset's, with the per-op tables), then each at its own best micro-batch (both sweep 1, 2,
+# 4, ... up to the batch). Issue 26's goal is 1.10x in both.
 phase_throughput() {
   local preset=${1:-gpt2-355m}
-  check "throughput_$preset" "$here/bench/run_gpu_benchmarks.sh" --profile-ops \
-    --presets="$preset" --out-dir="$results/throughput_$preset"
+  local common=(--presets="$preset" --dtypes=bf16 --modes=compile --steps=30)
+  check "throughput_$preset" "$here/bench/run_gpu_benchmarks.sh" --profile-ops "${common[@]}" \
+    --out-dir="$results/throughput_$preset"
+  check "throughput_${preset}_best" "$here/bench/run_gpu_benchmarks.sh" --sweep-micro-batch \
+    "${common[@]}" --out-dir="$results/throughput_${preset}_best"
 }
 
 # The C++ benchmark on PRESET (bf16, batch 16 x 1024 in micro-batches of 8, as the throughput
@@ -338,6 +346,16 @@ report() {
   [[ -f "$checks" ]] && cat "$checks"
   ! grep -qE '^(FAIL|SKIP)' "$checks" 2> /dev/null
 }
+
+# Every phase leaves everything under $results in one archive as well, $ARCHIVE (default:
+# results.tar.gz beside $results), rewritten at the end of each phase, so that a GPU session
+# brings one file back whatever ran.
+archive() {
+  local to=${ARCHIVE:-$(dirname "$results")/results.tar.gz}
+  tar czf "$to" -C "$(dirname "$results")" "$(basename "$results")" &&
+    echo "==== archive: $to"
+}
+trap archive EXIT
 
 phase=${1:-}
 case "$phase" in
