@@ -26,23 +26,50 @@ void DeviceTimer::Synchronize() const {
   impl->synchronizeDevice(device_.has_index() ? device_.index() : impl->getDevice().index());
 }
 
+#ifdef VARUNA_WITH_CUDA
+namespace {
+
+// Times `work` on CUDA device `device` ("cuda" without an index: the current device) with two
+// timing events on its current stream, after the device went idle; with spin_ms > 0 a kernel
+// spinning for about that long is queued before the start event. Returns the milliseconds
+// between the events; *queueing_ms gets the host's milliseconds inside work().
+double TimeOnCuda(const c10::Device& device, const std::function<void()>& work, double spin_ms,
+                  double* queueing_ms) {
+  const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
+  const c10::cuda::CUDAGuard on_device(index);
+  c10::cuda::device_synchronize();
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(index);
+  if (spin_ms > 0) {
+    int clock_khz = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index) != cudaSuccess ||
+        clock_khz <= 0) {
+      (void)cudaGetLastError();  // Clears the error; the spin is then sized for 2 GHz.
+      clock_khz = 2'000'000;
+    }
+    at::cuda::sleep(static_cast<int64_t>(spin_ms * clock_khz));  // Cycles: ms x kHz.
+  }
+  // Timing events (the default CUDAEvent disables timing).
+  c10::cuda::CUDAEvent start(cudaEventDefault);
+  c10::cuda::CUDAEvent end(cudaEventDefault);
+  start.record(stream);
+  const auto host_start = std::chrono::steady_clock::now();
+  work();
+  *queueing_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start)
+          .count();
+  end.record(stream);
+  end.synchronize();
+  return static_cast<double>(start.elapsed_time(end));
+}
+
+}  // namespace
+#endif
+
 double DeviceTimer::Time(const std::function<void()>& work) const {
 #ifdef VARUNA_WITH_CUDA
   if (device_.is_cuda()) {
-    // "cuda" without an index is the current device.
-    const c10::Device device =
-        device_.has_index() ? device_ : c10::Device(c10::kCUDA, c10::cuda::current_device());
-    const c10::cuda::CUDAGuard on_device(device);
-    Synchronize();
-    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
-    // Timing events (the default CUDAEvent disables timing).
-    c10::cuda::CUDAEvent start(cudaEventDefault);
-    c10::cuda::CUDAEvent end(cudaEventDefault);
-    start.record(stream);
-    work();
-    end.record(stream);
-    end.synchronize();
-    return static_cast<double>(start.elapsed_time(end));
+    double queueing_ms = 0;
+    return TimeOnCuda(device_, work, /*spin_ms=*/0, &queueing_ms);
   }
 #endif
   Synchronize();
@@ -56,34 +83,14 @@ double DeviceTimer::Time(const std::function<void()>& work) const {
 double DeviceTimer::TimeAhead(const std::function<void()>& work) const {
 #ifdef VARUNA_WITH_CUDA
   if (device_.is_cuda()) {
-    const c10::Device device =
-        device_.has_index() ? device_ : c10::Device(c10::kCUDA, c10::cuda::current_device());
-    const c10::cuda::CUDAGuard on_device(device);
-    Synchronize();
-    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
-    int clock_khz = 0;
-    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device.index()) != cudaSuccess ||
-        clock_khz <= 0) {
-      (void)cudaGetLastError();  // Clears the error; the spin is then sized for 2 GHz.
-      clock_khz = 2'000'000;
-    }
-    const double spin_ms = std::clamp(2.0 * longest_queueing_ms_, 0.2, 50.0);
-    c10::cuda::CUDAEvent start(cudaEventDefault);
-    c10::cuda::CUDAEvent end(cudaEventDefault);
-    at::cuda::sleep(static_cast<int64_t>(spin_ms * clock_khz));  // Cycles: ms x kHz.
-    start.record(stream);
-    const auto host_start = std::chrono::steady_clock::now();
-    work();
-    const double queueing_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start)
-            .count();
-    end.record(stream);
-    end.synchronize();
+    double queueing_ms = 0;
+    const double device_ms =
+        TimeOnCuda(device_, work, std::clamp(2.0 * longest_queueing_ms_, 0.2, 50.0), &queueing_ms);
     longest_queueing_ms_ = std::max(longest_queueing_ms_, queueing_ms);
     // When the queueing outlasted the spin, the events also counted the device's waits for the
     // host: the result is then at most the host's time plus the device's, and the next call
     // spins longer.
-    return std::max(queueing_ms, static_cast<double>(start.elapsed_time(end)));
+    return std::max(queueing_ms, device_ms);
   }
 #endif
   return Time(work);
