@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "models/gpt2/model_record.h"
+#include "models/gpt2/summary.h"
 #include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
 #include "trainer/setup.h"
@@ -114,7 +115,56 @@ class RemoveOnExit {
 
 // Rank 0 of a launched run: merges every rank's measurements (<dir>/.rank_<r>) and `comm` into
 // `result`, writes it to `dir` and removes every .rank_* directory there.
+// Measures the whole model as one stage for the segment joins, where it is small enough to run
+// whole on the device (kMaxWholeModelParameters, with its optimizer state); nullopt, with a
+// line in the log, where it is not or the measurement failed (the profile then has no joins
+// for these sizes, and the simulator charges a stage the sum of its segments).
+std::optional<varuna::Profile> MeasureWholeModel(const gpt2::Gpt2Config& config,
+                                                 const varuna::StageBuilder& builder,
+                                                 const varuna::InputMaker& inputs,
+                                                 const varuna::ProfilerOptions& profiler,
+                                                 TrainingLog& log) {
+  // 20 bytes a parameter in half precision (weights, gradients, fp32 masters and both moments):
+  // 2e9 parameters is 40 GB on a GPU; a CPU's memory is smaller and slower.
+  const int64_t limit = profiler.device.is_cuda() ? 2'000'000'000 : 400'000'000;
+  const int64_t parameters = gpt2::AllocatedParameters(config, 0, config.num_layers - 1);
+  if (config.num_layers < 2) return std::nullopt;
+  if (parameters > limit) {
+    log.Info(absl::StrFormat(
+        "> segment joins not measured: the whole model (%.2fB parameters) is over the %.1fB "
+        "measured whole on %s; the plan charges a stage the sum of its segments",
+        parameters / 1e9, limit / 1e9, profiler.device.is_cuda() ? "a GPU" : "the CPU"));
+    return std::nullopt;
+  }
+  absl::StatusOr<varuna::Profile> whole =
+      varuna::ProfileWholeModel(builder, config.num_layers, inputs, profiler);
+  if (!whole.ok()) {
+    log.Info(absl::StrCat("> segment joins not measured: the whole model as one stage failed (",
+                          whole.status().message(), ")"));
+    return std::nullopt;
+  }
+  return *std::move(whole);
+}
+
+// The joins of `whole` against `result`'s segments, into `result` (by size, replacing older
+// ones), and a line in the log.
+void AddJoins(const std::optional<varuna::Profile>& whole, varuna::Profile& result,
+              TrainingLog& log) {
+  if (!whole) return;
+  std::vector<std::string> parts;
+  for (const auto& [b, join] : varuna::SegmentJoins(*whole, result)) {
+    result.joins[b] = join;
+    parts.push_back(absl::StrFormat("b=%d F %+.3f R %+.3f B %+.3f", b, join.forward_ms,
+                                    join.recompute_ms, join.backward_ms));
+  }
+  if (!parts.empty()) {
+    log.Info(absl::StrCat("> segment joins (ms per segment after a stage's first): ",
+                          absl::StrJoin(parts, "; ")));
+  }
+}
+
 absl::Status MergeRanks(const std::string& dir, int world_size, const varuna::CommProfile& comm,
+                        const std::optional<varuna::Profile>& whole, TrainingLog& log,
                         varuna::Profile& result) {
   for (int r = 0; r < world_size; ++r) {
     absl::StatusOr<varuna::Profile> part = varuna::ReadProfile(RankDir(dir, r));
@@ -128,6 +178,7 @@ absl::Status MergeRanks(const std::string& dir, int world_size, const varuna::Co
     if (absl::Status status = varuna::MergeProfile(*part, result); !status.ok()) return status;
   }
   varuna::MergeIntoProfile(comm, result);
+  AddJoins(whole, result, log);
   if (absl::Status status = varuna::WriteProfile(result, dir); !status.ok()) return status;
   std::error_code ignored;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
@@ -223,33 +274,51 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
       world ? absl::StrFormat(", shared among %d processes (rank 0 measures %d)", world_size,
                               mine.size())
             : ""));
+  varuna::ProfilerOptions profiler;
+  profiler.micro_batch_sizes = options.micro_batch_sizes;
+  profiler.device = options.device;
+  profiler.dtype = options.dtype;
+  profiler.segments = mine;
+  profiler.progress = [&log](const std::string& line) { log.Info(line); };
+  const int64_t seq = config.seq_length;
+  const int64_t vocab = config.vocab_size;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  varuna::InputMaker inputs = [seq, vocab, &generator](int b) {
+    varuna::TensorMap map;
+    map["input_ids"] = at::randint(vocab, {b, seq}, generator, at::kLong);
+    map["position_ids"] = at::arange(seq, at::kLong).unsqueeze(0).repeat({b, 1});
+    map["labels"] = at::randint(vocab, {b, seq}, generator, at::kLong);
+    map["loss_mask"] = at::ones({b, seq}, at::kFloat);
+    return map;
+  };
+  const varuna::StageBuilder builder =
+      gpt2::Gpt2StageBuilder(config, options.seed, options.execution);
   absl::StatusOr<varuna::Profile> measured =
       EmptyProfile(model, options.device_name, dtype, config.num_layers);
   if (!mine.empty()) {
-    varuna::ProfilerOptions profiler;
-    profiler.micro_batch_sizes = options.micro_batch_sizes;
-    profiler.device = options.device;
-    profiler.dtype = options.dtype;
-    profiler.segments = mine;
-    profiler.progress = [&log](const std::string& line) { log.Info(line); };
-    const int64_t seq = config.seq_length;
-    const int64_t vocab = config.vocab_size;
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
-    varuna::InputMaker inputs = [seq, vocab, &generator](int b) {
-      varuna::TensorMap map;
-      map["input_ids"] = at::randint(vocab, {b, seq}, generator, at::kLong);
-      map["position_ids"] = at::arange(seq, at::kLong).unsqueeze(0).repeat({b, 1});
-      map["labels"] = at::randint(vocab, {b, seq}, generator, at::kLong);
-      map["loss_mask"] = at::ones({b, seq}, at::kFloat);
-      return map;
-    };
-    measured =
-        varuna::ProfileSegments(gpt2::Gpt2StageBuilder(config, options.seed, options.execution),
-                                config.num_layers, inputs, profiler, base);
+    measured = varuna::ProfileSegments(builder, config.num_layers, inputs, profiler, base);
     if (measured.ok()) {
       measured->model = model;
       measured->device = options.device_name;
     }
+  }
+  // The segment joins (profile.h: SegmentJoin) need the whole model run as one stage: measured
+  // when this run measured segments, on every rank at once (rank 0's is kept), so that the
+  // ranks share the machine as they did for the segments.
+  // Sizes whose joins an extended profile already has are not measured again.
+  varuna::ProfilerOptions whole_profiler = profiler;
+  whole_profiler.micro_batch_sizes.clear();
+  const std::vector<int> complete = base ? base->CommonMicroBatchSizes() : std::vector<int>();
+  for (int b : options.micro_batch_sizes) {
+    const bool known = base && base->joins.count(b) > 0 &&
+                       std::find(complete.begin(), complete.end(), b) != complete.end();
+    if (!known) whole_profiler.micro_batch_sizes.push_back(b);
+  }
+  std::optional<varuna::Profile> whole;
+  if (!missing.empty() && !whole_profiler.micro_batch_sizes.empty()) {
+    // Every rank takes part (the ranks start together); none measures after a failure.
+    const absl::Status ready = world ? agree("whole-model", measured.status()) : measured.status();
+    if (ready.ok()) whole = MeasureWholeModel(config, builder, inputs, whole_profiler, log);
   }
   varuna::Profile result =
       base ? **existing : EmptyProfile(model, options.device_name, dtype, config.num_layers);
@@ -259,6 +328,7 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
     if (absl::Status status = varuna::MergeProfile(*measured, result); !status.ok()) {
       return status;
     }
+    AddJoins(whole, result, log);
     if (absl::Status status = varuna::WriteProfile(result, options.dir); !status.ok()) {
       return status;
     }
@@ -312,8 +382,8 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
         options.gpus_per_node, absl::StrJoin(comm_options.message_bytes, ",")));
     absl::StatusOr<varuna::CommProfile> comm = varuna::MeasureCommunication(*world, comm_options);
     if (absl::Status status = agree("communication", comm.status()); !status.ok()) return status;
-    absl::Status merged =
-        rank == 0 ? MergeRanks(options.dir, world_size, *comm, result) : absl::OkStatus();
+    absl::Status merged = rank == 0 ? MergeRanks(options.dir, world_size, *comm, whole, log, result)
+                                    : absl::OkStatus();
     // Also the barrier that keeps every rank until the profile exists.
     if (absl::Status status = agree("merge", merged); !status.ok()) return status;
   }

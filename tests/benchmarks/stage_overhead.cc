@@ -127,12 +127,9 @@ int main(int argc, char** argv) {
   // One segment at a time, as --profiling measures them.
   absl::StatusOr<varuna::Profile> single =
       varuna::ProfileSegments(segments, n, inputs, profiler, nullptr);
-  // All of them as one stage: a one-"segment" profile whose segment is the whole model.
-  const varuna::StageBuilder whole_builder = [&](varuna::SegmentRange) {
-    return segments(varuna::SegmentRange{0, n - 1});
-  };
-  absl::StatusOr<varuna::Profile> whole =
-      varuna::ProfileSegments(whole_builder, 1, inputs, profiler, nullptr);
+  // All of them as one stage: a one-"segment" profile whose segment is the whole model (what
+  // --profiling measures for the segment joins).
+  absl::StatusOr<varuna::Profile> whole = varuna::ProfileWholeModel(segments, n, inputs, profiler);
   for (const auto* result : {&single, &whole}) {
     if (!result->ok()) {
       std::cerr << "stage_overhead: profiling failed: " << result->status().message() << "\n";

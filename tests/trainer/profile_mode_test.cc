@@ -44,6 +44,12 @@ TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
     EXPECT_GT(first->statics[k].parameter_count, 0) << k;
     EXPECT_GT(first->statics[k].optimizer_ms, 0) << k;
   }
+  // The whole model as one stage against its two segments: one join per size.
+  EXPECT_THAT(r.exit.output, HasSubstr("(the whole model as one stage) segment 0 of 1"));
+  EXPECT_THAT(r.exit.output, HasSubstr("> segment joins (ms per segment after a stage's first): "
+                                       "b=1 F "));
+  EXPECT_EQ(first->joins.size(), 2u);
+  EXPECT_EQ(first->joins.count(2), 1u);
 
   r = Run(Profiling("1-3"), "second");
   ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
@@ -53,6 +59,7 @@ TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
   absl::StatusOr<varuna::Profile> second = varuna::ReadProfile(dir_ + "/profile");
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->CommonMicroBatchSizes(), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(second->joins.size(), 3u);
   for (int k = 0; k < 2; ++k) {
     for (int b : {1, 2}) {
       const varuna::SegmentMeasurement& before = first->compute[k].at(b);
@@ -91,6 +98,7 @@ TEST_F(ProfileModeTest, ProfileSegmentsMeasuresOnlyThoseAndTheRestLater) {
   EXPECT_TRUE(profile->compute[0].empty());
   EXPECT_EQ(profile->compute[1].size(), 2u);
   EXPECT_GT(profile->statics[1].gradient_ms, 0);
+  EXPECT_TRUE(profile->joins.empty());  // a join needs every segment
 
   r = Run(Profiling("1,2"), "rest");
   ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
@@ -98,6 +106,7 @@ TEST_F(ProfileModeTest, ProfileSegmentsMeasuresOnlyThoseAndTheRestLater) {
   profile = varuna::ReadProfile(dir_ + "/profile");
   ASSERT_TRUE(profile.ok()) << profile.status();
   EXPECT_EQ(profile->CommonMicroBatchSizes(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(profile->joins.size(), 2u);
 
   const auto written = fs::last_write_time(dir_ + "/profile/profile.json");
   for (const char* bad : {"--profile-segments=-1", "--profile-segments=x"}) {
@@ -135,6 +144,7 @@ TEST_F(ProfileModeTest, LaunchedRanksShareTheSegmentsAndMeasureCommunication) {
   ASSERT_TRUE(profile.ok()) << profile.status();
   EXPECT_EQ(profile->num_segments, 3);
   EXPECT_EQ(profile->CommonMicroBatchSizes(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(profile->joins.size(), 2u);  // rank 0's whole model against the merged segments
   for (int k = 0; k < 3; ++k) {
     EXPECT_GT(profile->statics[k].parameter_count, 0) << k;
     EXPECT_GT(profile->statics[k].optimizer_ms, 0) << k;

@@ -452,4 +452,53 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
   return profile;
 }
 
+absl::StatusOr<Profile> ProfileWholeModel(const StageBuilder& builder, int num_segments,
+                                          const InputMaker& inputs,
+                                          const ProfilerOptions& options) {
+  if (num_segments < 1) {
+    return Invalid(absl::StrCat("profiling the whole model: num_segments=", num_segments,
+                                " must be at least 1 (the model's cut-point segments)"));
+  }
+  if (!builder) return Invalid("profiling the whole model: the stage builder must be set");
+  const StageBuilder whole = [builder, num_segments](SegmentRange) {
+    return builder(SegmentRange{0, num_segments - 1});
+  };
+  ProfilerOptions one_stage = options;
+  one_stage.segments.clear();
+  if (options.progress) {
+    one_stage.progress = [progress = options.progress](const std::string& line) {
+      progress(absl::StrCat("(the whole model as one stage) ", line));
+    };
+  }
+  return ProfileSegments(whole, 1, inputs, one_stage, nullptr);
+}
+
+std::map<int, SegmentJoin> SegmentJoins(const Profile& whole, const Profile& segments) {
+  std::map<int, SegmentJoin> joins;
+  const int n = segments.num_segments;
+  if (n < 2 || whole.compute.size() != 1 || segments.compute.size() != static_cast<size_t>(n)) {
+    return joins;
+  }
+  for (const auto& [b, stage] : whole.compute[0]) {
+    SegmentJoin sum;
+    bool everywhere = true;
+    for (const auto& segment : segments.compute) {
+      const auto measured = segment.find(b);
+      if (measured == segment.end()) {
+        everywhere = false;
+        break;
+      }
+      sum.forward_ms += measured->second.forward_ms;
+      sum.recompute_ms += measured->second.recompute_ms;
+      sum.backward_ms += measured->second.backward_ms;
+    }
+    if (!everywhere) continue;
+    const double gaps = n - 1;
+    joins[b] = SegmentJoin{(stage.forward_ms - sum.forward_ms) / gaps,
+                           (stage.recompute_ms - sum.recompute_ms) / gaps,
+                           (stage.backward_ms - sum.backward_ms) / gaps};
+  }
+  return joins;
+}
+
 }  // namespace varuna

@@ -67,6 +67,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,19 @@ using InputMaker = std::function<TensorMap(int micro_batch)>;
 absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_segments,
                                         const InputMaker& inputs, const ProfilerOptions& options,
                                         const Profile* existing);
+
+// Profiles all `num_segments` segments of the model as ONE stage (builder({0, num_segments - 1})),
+// measured as ProfileSegments measures a segment (options.segments is ignored; progress lines
+// say "the whole model"): a one-segment profile, for SegmentJoins. Sizes that run out of CUDA
+// memory are left out, as there. Errors as ProfileSegments.
+absl::StatusOr<Profile> ProfileWholeModel(const StageBuilder& builder, int num_segments,
+                                          const InputMaker& inputs, const ProfilerOptions& options);
+
+// The segment joins (profile.h: SegmentJoin) at every micro-batch size that `whole`
+// (ProfileWholeModel's profile) and every segment of `segments` measured: per F, R and B,
+// (whole - sum over the segments) / (num_segments - 1). Empty with fewer than two segments or
+// a `whole` that is not a one-segment profile.
+std::map<int, SegmentJoin> SegmentJoins(const Profile& whole, const Profile& segments);
 
 // "float32", "float16" or "bfloat16" for those dtypes (Profile::dtype), else "".
 std::string ProfileDtypeName(at::ScalarType dtype);

@@ -65,6 +65,19 @@ Value ProfileJson(const Profile& p) {
   Value allreduce = Value::object();
   for (const auto& [ring, curve] : p.allreduce) allreduce[absl::StrCat(ring)] = CurveJson(curve);
   out["allreduce"] = std::move(allreduce);
+  // Only where measured, so that a profile read from older files writes back the same files.
+  if (!p.joins.empty()) {
+    Value joins = Value::array();
+    for (const auto& [b, join] : p.joins) {
+      Value entry = Value::object();
+      entry["micro_batch_size"] = b;
+      entry["forward_ms"] = join.forward_ms;
+      entry["recompute_ms"] = join.recompute_ms;
+      entry["backward_ms"] = join.backward_ms;
+      joins.push_back(std::move(entry));
+    }
+    out["segment_joins"] = std::move(joins);
+  }
   return out;
 }
 
@@ -146,6 +159,18 @@ class Reader {
     out = (*v)->get<double>();
     if (!ValidTime(out)) {
       return Error(where + "\"" + key + "\"", absl::StrCat("= ", out, " ms is negative"));
+    }
+    return absl::OkStatus();
+  }
+
+  // A time that may be negative (a difference of times), but finite.
+  absl::Status SignedMs(const Value& object, const std::string& key, const std::string& where,
+                        double& out) const {
+    absl::StatusOr<const Value*> v = Field(object, key, "double", where);
+    if (!v.ok()) return v.status();
+    out = (*v)->get<double>();
+    if (!std::isfinite(out)) {
+      return Error(where + "\"" + key + "\"", absl::StrCat("= ", out, " ms is not finite"));
     }
     return absl::OkStatus();
   }
@@ -361,6 +386,16 @@ absl::Status ValidateProfile(const Profile& p) {
   if (absl::Status s = ValidateCurve(p.send_across_nodes, "profile: send_across_nodes"); !s.ok()) {
     return s;
   }
+  for (const auto& [b, join] : p.joins) {
+    if (b < 1)
+      return invalid(absl::StrCat("segment join at micro-batch size ", b, ": sizes must be >= 1"));
+    if (!std::isfinite(join.forward_ms) || !std::isfinite(join.recompute_ms) ||
+        !std::isfinite(join.backward_ms)) {
+      return invalid(absl::StrCat("segment join at micro-batch size ", b, ": times (forward ",
+                                  join.forward_ms, ", recompute ", join.recompute_ms, ", backward ",
+                                  join.backward_ms, " ms) must be finite"));
+    }
+  }
   for (const auto& [ring, curve] : p.allreduce) {
     if (ring < 2) return invalid(absl::StrCat("allreduce ring size ", ring, " must be >= 2"));
     if (absl::Status s = ValidateCurve(curve, absl::StrCat("profile: allreduce[", ring, "]"));
@@ -430,6 +465,30 @@ absl::StatusOr<Profile> ReadProfile(const std::string& dir) {
       return s;
     }
   }
+  // Optional: profiles written before the joins were measured lack them.
+  if (json::Find(*root, "segment_joins") != nullptr) {
+    absl::StatusOr<const Value*> joins = r.Field(*root, "segment_joins", "array", "");
+    if (!joins.ok()) return joins.status();
+    for (size_t j = 0; j < (*joins)->size(); ++j) {
+      const Value& entry = (**joins)[j];
+      const std::string where = absl::StrCat("segment_joins[", j, "].");
+      if (!entry.is_object()) return r.Error(where, "is not an object");
+      int64_t b = 0;
+      SegmentJoin join;
+      for (absl::Status s : {r.Int(entry, "micro_batch_size", where, b),
+                             r.SignedMs(entry, "forward_ms", where, join.forward_ms),
+                             r.SignedMs(entry, "recompute_ms", where, join.recompute_ms),
+                             r.SignedMs(entry, "backward_ms", where, join.backward_ms)}) {
+        if (!s.ok()) return s;
+      }
+      if (b < 1 || b > INT32_MAX) {
+        return r.Error(where + "\"micro_batch_size\"", absl::StrCat("= ", b, " is not >= 1"));
+      }
+      if (!p.joins.emplace(static_cast<int>(b), join).second) {
+        return r.Error(where + "\"micro_batch_size\"", absl::StrCat("= ", b, " appears twice"));
+      }
+    }
+  }
   p.statics.resize(p.num_segments);
   p.compute.resize(p.num_segments);
   for (int k = 0; k < p.num_segments; ++k) {
@@ -468,6 +527,7 @@ absl::Status MergeProfile(const Profile& update, Profile& base) {
   MergeCurve(update.send_within_node, base.send_within_node);
   MergeCurve(update.send_across_nodes, base.send_across_nodes);
   for (const auto& [ring, curve] : update.allreduce) MergeCurve(curve, base.allreduce[ring]);
+  for (const auto& [b, join] : update.joins) base.joins[b] = join;
   return absl::OkStatus();
 }
 

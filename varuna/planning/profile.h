@@ -6,8 +6,9 @@
 //
 // Stored as JSON files in a profile directory (see ReadProfile/WriteProfile):
 //   <dir>/profile.json              model (its JSON text, so sequence length and sizes too),
-//                                   device, dtype, num_segments, and the communication tables
-//                                   ([bytes, ms] pairs; all-reduce keyed by ring size)
+//                                   device, dtype, num_segments, the communication tables
+//                                   ([bytes, ms] pairs; all-reduce keyed by ring size) and the
+//                                   segment joins (SegmentJoin, by micro-batch size)
 //   <dir>/segment_<k>.json          segment k's statics and its measurements by micro-batch size
 // so that profiling can be extended a segment or a micro-batch size at a time
 // (add_to_existing) and several ranks can each write their own segments.
@@ -67,6 +68,19 @@ struct SegmentStatic {
   double bucket_ms = 0;
 };
 
+// What a segment costs inside a stage, right after the segment before it, beyond what it costs
+// run alone, at one micro-batch size: the whole model run as one stage against the sum of its
+// segments run one at a time, divided by the joins between them (num_segments - 1), per F, R
+// and B. A stage of n consecutive segments is charged the sum of its segments plus n - 1 joins.
+// Negative where segments run together cost less than apart (a device's idle gaps at the start
+// of an isolated region), positive where more (a CPU's caches, which a segment run alone keeps
+// warm). Measured where the whole model fits (compute_profiler.h: ProfileWholeModel).
+struct SegmentJoin {
+  double forward_ms = 0;
+  double recompute_ms = 0;
+  double backward_ms = 0;
+};
+
 // Time against message size, for interpolation: points sorted by bytes, strictly increasing.
 struct CostCurve {
   std::vector<std::pair<int64_t, double>> points;  // (bytes, milliseconds)
@@ -90,6 +104,11 @@ struct Profile {
   CostCurve send_across_nodes;
   // allreduce[ring]: an all-reduce among `ring` ranks (ring >= 2) against message bytes.
   std::map<int, CostCurve> allreduce;
+  // joins[b]: see SegmentJoin; empty where not measured (older profiles, models too large to
+  // run whole on one device), and then a stage costs the sum of its segments. JSON: profile.json
+  // "segment_joins", a list of {micro_batch_size, forward_ms, recompute_ms, backward_ms},
+  // optional on read.
+  std::map<int, SegmentJoin> joins;
 
   // The micro-batch sizes every segment has been measured at, ascending.
   std::vector<int> CommonMicroBatchSizes() const;
@@ -120,7 +139,8 @@ absl::StatusOr<Profile> ReadProfile(const std::string& dir);
 // FailedPrecondition naming the difference; InvalidArgument if either fails ValidateProfile;
 // `base` is then unchanged): measurements present in `update` replace those in `base` (by
 // segment and micro-batch size), a segment's statics are replaced where `update` has
-// measurements or non-zero statics for it; curves' points are merged by bytes (update wins).
+// measurements or non-zero statics for it; curves' points are merged by bytes (update wins), and
+// joins by micro-batch size (update wins).
 absl::Status MergeProfile(const Profile& update, Profile& base);
 
 }  // namespace varuna

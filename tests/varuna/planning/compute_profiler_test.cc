@@ -115,6 +115,52 @@ TEST_F(ProfilerTest, MeasuresEverySegmentAtEverySize) {
   EXPECT_THAT(lines_[5], HasSubstr("6 of 6 measured, about 0 s left"));
 }
 
+TEST_F(ProfilerTest, TheWholeModelIsOneStageOfEverySegment) {
+  options_.micro_batch_sizes = {2};
+  options_.segments = {1};  // ignored: the whole model is measured
+  absl::StatusOr<Profile> whole =
+      ProfileWholeModel(gpt2::Gpt2StageBuilder(config_, 11), config_.num_layers, Inputs, options_);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->num_segments, 1);
+  ASSERT_EQ(whole->compute[0].count(2), 1u);
+  const SegmentMeasurement& m = whole->compute[0].at(2);
+  EXPECT_GT(m.forward_ms, 0);
+  EXPECT_GT(m.recompute_ms, 0);
+  EXPECT_GT(m.backward_ms, 0);
+  EXPECT_EQ(m.output_bytes, 0);  // it ends with the loss, as the last segment does
+  EXPECT_EQ(whole->statics[0].parameter_count,
+            gpt2::AllocatedParameters(config_, 0, config_.num_layers - 1));
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_THAT(lines_[0], HasSubstr("(the whole model as one stage) segment 0 of 1"));
+  EXPECT_FALSE(ProfileWholeModel(gpt2::Gpt2StageBuilder(config_, 11), 0, Inputs, options_).ok());
+}
+
+TEST(SegmentJoinsTest, TheWholeLessTheSumOverTheJoins) {
+  Profile segments;
+  segments.num_segments = 3;
+  segments.compute.resize(3);
+  for (int k = 0; k < 3; ++k) {
+    segments.compute[k][1] = SegmentMeasurement{1.0 + k, 2.0 + k, 1.5 + k};  // F, B, R
+    if (k != 1) segments.compute[k][4] = SegmentMeasurement{4, 8, 5};        // not on segment 1
+  }
+  Profile whole;
+  whole.num_segments = 1;
+  whole.compute.resize(1);
+  whole.compute[0][1] = SegmentMeasurement{5.0, 10.0, 7.5};  // F 6 -> 5, B 9 -> 10, R 7.5 -> 7.5
+  whole.compute[0][4] = SegmentMeasurement{20, 30, 25};
+  const std::map<int, SegmentJoin> joins = SegmentJoins(whole, segments);
+  ASSERT_EQ(joins.size(), 1u);  // size 4 lacks segment 1
+  EXPECT_DOUBLE_EQ(joins.at(1).forward_ms, (5.0 - 6.0) / 2);
+  EXPECT_DOUBLE_EQ(joins.at(1).backward_ms, (10.0 - 9.0) / 2);
+  EXPECT_DOUBLE_EQ(joins.at(1).recompute_ms, 0);
+  // One segment has no joins; a whole profile of more than one segment is not a whole model.
+  Profile one = segments;
+  one.num_segments = 1;
+  one.compute.resize(1);
+  EXPECT_TRUE(SegmentJoins(whole, one).empty());
+  EXPECT_TRUE(SegmentJoins(segments, segments).empty());
+}
+
 TEST_F(ProfilerTest, HalfPrecisionStateBytesIncludeFp32Masters) {
   options_.dtype = at::kBFloat16;
   options_.segments = {1};

@@ -83,6 +83,13 @@ void ExpectEqual(const Profile& a, const Profile& b) {
     ASSERT_EQ(b.allreduce.count(ring), 1u);
     EXPECT_EQ(curve.points, b.allreduce.at(ring).points);
   }
+  ASSERT_EQ(a.joins.size(), b.joins.size());
+  for (const auto& [size, join] : a.joins) {
+    ASSERT_EQ(b.joins.count(size), 1u);
+    EXPECT_EQ(join.forward_ms, b.joins.at(size).forward_ms);
+    EXPECT_EQ(join.recompute_ms, b.joins.at(size).recompute_ms);
+    EXPECT_EQ(join.backward_ms, b.joins.at(size).backward_ms);
+  }
 }
 
 class ProfileFilesTest : public ::testing::Test {
@@ -189,6 +196,41 @@ TEST_F(ProfileFilesTest, RepetitionsAndSpreadsRoundTripAndAreAbsentWhereUnknown)
   EXPECT_EQ(read->compute[1].at(2).timed_passes, 7);
   EXPECT_EQ(read->compute[1].at(2).backward_spread_ms, 0.5);
   EXPECT_EQ(read->compute[1].at(1).timed_passes, 0);
+}
+
+TEST_F(ProfileFilesTest, SegmentJoinsRoundTripMayBeNegativeAndAreAbsentInOlderFiles) {
+  Profile p = FullProfile();
+  p.joins[1] = {-0.25, -0.125, -0.5};
+  p.joins[4] = {0.5, 0.75, 1.25};
+  ASSERT_TRUE(WriteProfile(p, dir_).ok());
+  EXPECT_THAT(Read("profile.json"), HasSubstr("\"segment_joins\""));
+  absl::StatusOr<Profile> read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectEqual(p, *read);
+  EXPECT_EQ(read->joins.at(1).backward_ms, -0.5);
+  // Without joins (older profiles) no field is written, and reading gives none.
+  ASSERT_TRUE(WriteProfile(FullProfile(), dir_ + "/old").ok());
+  std::ifstream old(dir_ + "/old/profile.json");
+  std::stringstream text;
+  text << old.rdbuf();
+  EXPECT_THAT(text.str(), Not(HasSubstr("segment_joins")));
+  read = ReadProfile(dir_ + "/old");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->joins.empty());
+  // A join's time may be negative but must be finite; a size appears once.
+  Replace("profile.json", "\"backward_ms\": -0.5", "\"backward_ms\": \"fast\"");
+  read = ReadProfile(dir_);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(),
+              HasSubstr("profile.json: segment_joins[0].\"backward_ms\" is a string"));
+  ASSERT_TRUE(WriteProfile(p, dir_).ok());
+  Replace("profile.json", "\"micro_batch_size\": 4", "\"micro_batch_size\": 1");
+  read = ReadProfile(dir_);
+  EXPECT_THAT(read.status().message(),
+              HasSubstr("segment_joins[1].\"micro_batch_size\" = 1 appears twice"));
+  p.joins[2].forward_ms = std::nan("");
+  EXPECT_THAT(ValidateProfile(p).message(),
+              HasSubstr("segment join at micro-batch size 2: times (forward nan"));
 }
 
 TEST_F(ProfileFilesTest, MissingDirectoryOrProfileJsonIsNotFound) {
@@ -314,7 +356,15 @@ TEST(MergeProfileTest, ReplacesAndAdds) {
   update.allreduce.clear();
   update.allreduce[8].points = {{1 << 20, 4}};
   update.allreduce[2].points = {{1 << 22, 6}};
+  base.joins[1] = {1, 2, 3};
+  base.joins[2] = {4, 5, 6};
+  update.joins[2] = {-1, -2, -3};  // replaces
+  update.joins[8] = {7, 8, 9};     // adds
   ASSERT_TRUE(MergeProfile(update, base).ok());
+  EXPECT_EQ(base.joins.size(), 3u);
+  EXPECT_EQ(base.joins.at(1).forward_ms, 1);  // kept
+  EXPECT_EQ(base.joins.at(2).backward_ms, -3);
+  EXPECT_EQ(base.joins.at(8).recompute_ms, 8);
   EXPECT_EQ(base.compute[1].at(2), Measurement(9));
   EXPECT_EQ(base.compute[1].at(8), Measurement(11));
   EXPECT_EQ(base.compute[1].at(1), Measurement(1.5));  // kept
