@@ -129,10 +129,21 @@ std::vector<at::Tensor> Gpt2Stage::replica_max_state() {
 }
 
 void Gpt2Stage::UpdateStateAfterBackward() {
+  // One batched update (on CUDA one kernel launch per 96 roles) per run of layers that share a
+  // recipe: every FP8 layer of a stage, in practice.
+  const varuna::kernels::Fp8Recipe* recipe = nullptr;
+  std::vector<varuna::kernels::Fp8LinearMeta*> metas;
   for (auto& [name, linear] : Fp8Linears()) {
     varuna::kernels::Fp8LinearMeta* meta = linear->fp8_meta();
-    if (meta != nullptr) varuna::kernels::UpdateFp8Scales(*linear->fp8_recipe(), meta);
+    if (meta == nullptr) continue;
+    if (recipe != nullptr && !varuna::kernels::SameFp8Recipe(*recipe, *linear->fp8_recipe())) {
+      varuna::kernels::UpdateAllFp8Scales(*recipe, metas);
+      metas.clear();
+    }
+    recipe = &*linear->fp8_recipe();
+    metas.push_back(meta);
   }
+  if (recipe != nullptr) varuna::kernels::UpdateAllFp8Scales(*recipe, metas);
 }
 
 std::string Gpt2Stage::Where() const {

@@ -621,6 +621,46 @@ absl::Status Fp8LinearRows(const c10::Device& device, at::ScalarType dtype, int6
                   TimeMs(device, iterations, step));
     }
   }
+  // The quantisation alone (the mlp proj input [tokens, 4h]): the ATen ops of the reference
+  // against QuantizeFp8 (on CUDA one fused kernel) and with its transposed copy; then the scale
+  // updates of 96 linears' 288 roles (gpt2-355m): one by one (ATen ops) against one batch.
+  const at::Tensor t = at::randn({tokens, 4 * hidden}, options).to(dtype);
+  varuna::kernels::Fp8Meta quantise_meta =
+      varuna::kernels::MakeFp8Meta(at::kFloat8_e4m3fn, recipe.amax_history_len, device);
+  const std::string quantise = absl::StrFormat("quantise [%d, %d] -> e4m3", tokens, 4 * hidden);
+  for (const auto& [path, run] :
+       {std::pair<const char*, std::function<void()>>{
+            "ATen ops (unfused)",
+            [&] {
+              const at::Tensor t32 = t.to(at::kFloat);
+              at::Tensor slot = quantise_meta.amax_history.narrow(0, 0, 1);
+              slot.copy_(at::fmax(slot, at::abs(t32).nan_to_num_(0.0, INFINITY).amax()));
+              at::mul(t32, quantise_meta.scale).clamp_(-448.0, 448.0).to(at::kFloat8_e4m3fn);
+            }},
+        {"QuantizeFp8", [&] { varuna::kernels::QuantizeFp8(t, &quantise_meta); }},
+        {"QuantizeFp8WithTranspose",
+         [&] { varuna::kernels::QuantizeFp8WithTranspose(t, &quantise_meta); }}}) {
+    std::printf("| %s | %s | %.3f |\n", quantise.c_str(), path, TimeMs(device, iterations, run));
+  }
+  std::vector<varuna::kernels::Fp8LinearMeta> metas;
+  for (int i = 0; i < 96; ++i) metas.push_back(varuna::kernels::MakeFp8LinearMeta(recipe, device));
+  std::vector<varuna::kernels::Fp8LinearMeta*> pointers;
+  for (varuna::kernels::Fp8LinearMeta& meta : metas) pointers.push_back(&meta);
+  for (const auto& [path, run] :
+       {std::pair<const char*, std::function<void()>>{
+            "UpdateFp8Scale x 288 (ATen ops)",
+            [&] {
+              for (varuna::kernels::Fp8LinearMeta& meta : metas) {
+                varuna::kernels::UpdateFp8Scale(recipe, &meta.input);
+                varuna::kernels::UpdateFp8Scale(recipe, &meta.weight);
+                varuna::kernels::UpdateFp8Scale(recipe, &meta.grad_output);
+              }
+            }},
+        {"UpdateAllFp8Scales (batched)",
+         [&] { varuna::kernels::UpdateAllFp8Scales(recipe, pointers); }}}) {
+    std::printf("| scale update, 96 linears | %s | %.3f |\n", path,
+                TimeMs(device, iterations, run));
+  }
   return absl::OkStatus();
 }
 

@@ -7,12 +7,20 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "varuna/kernels/argument_checks.h"
 
 #ifdef VARUNA_WITH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "varuna/kernels/cuda/fp8_quantize.h"
+#include "varuna/kernels/cuda/fp8_scale_update.h"
+#include "varuna/kernels/cuda_launch.h"
 #endif
 
 namespace varuna::kernels {
@@ -70,8 +78,13 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     const int64_t m = x.numel() / k;
     Fp8Meta input = meta.input;
     Fp8Meta weight_meta = meta.weight;
-    const at::Tensor xq = QuantizeFp8(x.reshape({m, k}), &input);
-    const at::Tensor wq = QuantizeFp8(weight, &weight_meta);
+    // The forward GEMM reads xq row-major and wq as a column-major view; the backward reads only
+    // their transposes (wgrad: xq^T row-major; dgrad: wq^T row-major). So the forward makes both
+    // in one quantise pass (the cast-transpose) and saves only the transposes: the saved fp8
+    // bytes are those of one copy each, as before, where saving xq and xq^T (as Transformer
+    // Engine does) would double them, and the backward copies no fp8 transpose of x or W.
+    const auto [xq, xq_t] = QuantizeFp8WithTranspose(x.reshape({m, k}), &input);
+    const auto [wq, wq_t] = QuantizeFp8WithTranspose(weight, &weight_meta);
     // The dequantisation factors this forward used, kept for the backward (an UpdateFp8Scale
     // between the forward and the backward must not change how xq and wq are read).
     const at::Tensor x_scale_inv = input.scale_inv.clone();
@@ -87,7 +100,7 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
                                   /*use_fast_accum=*/true);
     if (bias.defined() && !bias_in_gemm) y.add_(bias);
 
-    ctx->save_for_backward({xq, wq});
+    ctx->save_for_backward({xq_t, wq_t});
     ctx->saved_data["x_scale_inv"] = x_scale_inv;
     ctx->saved_data["w_scale_inv"] = w_scale_inv;
     // The grad_output state is mutated in place by the backward (its amax), so it is kept out of
@@ -111,8 +124,8 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& xq = saved[0];
-    const at::Tensor& wq = saved[1];
+    const at::Tensor& xq_t = saved[0];  // [K, M]
+    const at::Tensor& wq_t = saved[1];  // [K, N]
     const at::Tensor x_scale_inv = ctx->saved_data["x_scale_inv"].toTensor();
     const at::Tensor w_scale_inv = ctx->saved_data["w_scale_inv"].toTensor();
     Fp8Meta grad_meta;
@@ -126,30 +139,41 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
 
-    const int64_t m = xq.size(0);
-    const int64_t n = wq.size(0);
+    const int64_t m = xq_t.size(1);
+    const int64_t n = wq_t.size(1);
     const at::Tensor dy = grad_outputs[0].reshape({m, n});
     TORCH_CHECK(dy.scalar_type() == x_dtype, kOp, ": the output gradient is ", dy.scalar_type(),
                 " but the output is ", x_dtype, "; they must have the same dtype");
-    const at::Tensor dyq = QuantizeFp8(dy, &grad_meta);
+    // wgrad reads dYq^T row-major: the cast-transpose makes it in the quantise pass.
+    at::Tensor dyq;
+    at::Tensor dyq_t;
+    if (ctx->needs_input_grad(1)) {
+      std::tie(dyq, dyq_t) = QuantizeFp8WithTranspose(dy, &grad_meta);
+    } else {
+      dyq = QuantizeFp8(dy, &grad_meta);
+    }
 
     at::Tensor dx;
     at::Tensor dw;
     at::Tensor db;
     if (ctx->needs_input_grad(0)) {
-      // dX [M, K] = dY [M, N] W [N, K]; mat2 column-major: the transposed copy of wq, viewed back.
-      dx = at::_scaled_mm(dyq, wq.t().contiguous().t(), grad_meta.scale_inv, w_scale_inv,
-                          std::nullopt, std::nullopt, x_dtype, /*use_fast_accum=*/false)
+      // dX [M, K] = dY [M, N] W [N, K]; mat2 column-major: the saved wq^T, viewed back.
+      dx = at::_scaled_mm(dyq, wq_t.t(), grad_meta.scale_inv, w_scale_inv, std::nullopt,
+                          std::nullopt, x_dtype, /*use_fast_accum=*/false)
                .view(x_sizes);
     }
     if (ctx->needs_input_grad(1)) {
       // dW [N, K] = dY^T [N, M] X [M, K]; mat1 row-major and mat2 column-major: fp8 transposes.
-      dw = at::_scaled_mm(dyq.t().contiguous(), xq.t().contiguous().t(), grad_meta.scale_inv,
-                          x_scale_inv, std::nullopt, std::nullopt, w_dtype,
+      dw = at::_scaled_mm(dyq_t, xq_t.t(), grad_meta.scale_inv, x_scale_inv, std::nullopt,
+                          std::nullopt, w_dtype,
                           /*use_fast_accum=*/false);
     }
     if (has_bias && ctx->needs_input_grad(2)) {
-      db = dy.to(at::kFloat).sum(/*dim=*/0).to(bias_dtype);
+      // fp32 sums of dY's columns. On CUDA the reduction converts as it reads (no fp32 copy of
+      // dY); the CPU keeps the explicit conversion (its results stay bitwise what they were).
+      db = (dy.is_cuda() ? at::sum(dy, /*dim=*/{0}, /*keepdim=*/false, at::kFloat)
+                         : dy.to(at::kFloat).sum(/*dim=*/0))
+               .to(bias_dtype);
     }
     return {dx, dw, db, at::Tensor()};
   }
@@ -280,11 +304,17 @@ Fp8Meta MakeFp8Meta(at::ScalarType dtype, int64_t amax_history_len, const c10::D
   return meta;
 }
 
-at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta) {
-  const char* op = "QuantizeFp8";
+namespace {
+
+void CheckQuantizeArguments(const at::Tensor& t, const Fp8Meta& meta, const char* op) {
   CheckDefined(t, op, "t");
   CheckHighPrecision(t, op, "t");
-  CheckMeta(*meta, t.device(), op, "given");
+  CheckMeta(meta, t.device(), op, "given");
+}
+
+// The LibTorch reference of QuantizeFp8 (the CPU path, and the definition the CUDA kernel
+// matches byte for byte).
+at::Tensor ReferenceQuantize(const at::Tensor& t, Fp8Meta* meta) {
   const at::Tensor t32 = t.to(at::kFloat);
   if (t32.numel() > 0) {
     // max |t| with NaN ignored (as TE's cast kernels reduce with fmaxf) and inf kept.
@@ -297,6 +327,60 @@ at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta) {
   // The product in fp32 (one rounding), then the saturating cast: clamp keeps NaN and maps
   // +-inf to +-fp8_max, which the bare cast would turn into NaN (E4M3) or inf (E5M2).
   return at::mul(t32, meta->scale).clamp_(-fp8_max, fp8_max).to(meta->dtype).contiguous();
+}
+
+#ifdef VARUNA_WITH_CUDA_KERNELS
+// The fused kernel: one read of t, the fp8 bytes (and their transpose when `transpose`), the
+// amax folded into amax_history[0] on the device. t is viewed as [numel / last dim, last dim].
+std::pair<at::Tensor, at::Tensor> CudaQuantize(const at::Tensor& t, Fp8Meta* meta, bool transpose,
+                                               const char* op) {
+  const c10::cuda::CUDAGuard guard(t.device());
+  TORCH_CHECK(meta->amax_history.is_contiguous(), op,
+              ": the meta's amax_history is not contiguous; build the meta with MakeFp8Meta");
+  // A strided input is quantised from a contiguous copy (the fused kernel reads one layout).
+  const at::Tensor input = t.contiguous();
+  const int64_t columns = input.dim() == 0 ? 1 : input.size(-1);
+  const int64_t rows = columns == 0 ? 0 : input.numel() / columns;
+  const at::TensorOptions fp8 = input.options().dtype(meta->dtype);
+  at::Tensor q = at::empty(input.sizes(), fp8);
+  at::Tensor q_t = transpose ? at::empty({columns, rows}, fp8) : at::Tensor();
+  const cuda::Fp8QuantizeArgs args{
+      CudaElementType(input.scalar_type(), op),
+      meta->dtype == at::kFloat8_e4m3fn ? cuda::Fp8Encoding::kE4M3 : cuda::Fp8Encoding::kE5M2,
+      input.data_ptr(),
+      rows,
+      columns,
+      meta->scale.data_ptr<float>(),
+      meta->amax_history.data_ptr<float>(),
+      static_cast<uint8_t*>(q.data_ptr()),
+      transpose ? static_cast<uint8_t*>(q_t.data_ptr()) : nullptr};
+  CheckCuda(cuda::LaunchQuantizeFp8(args, CurrentCudaStream(input)), op);
+  return {q, q_t};
+}
+#endif  // VARUNA_WITH_CUDA_KERNELS
+
+}  // namespace
+
+at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta) {
+  const char* op = "QuantizeFp8";
+  CheckQuantizeArguments(t, *meta, op);
+#ifdef VARUNA_WITH_CUDA_KERNELS
+  if (t.is_cuda()) return CudaQuantize(t, meta, /*transpose=*/false, op).first;
+#endif
+  return ReferenceQuantize(t, meta);
+}
+
+std::pair<at::Tensor, at::Tensor> QuantizeFp8WithTranspose(const at::Tensor& t, Fp8Meta* meta) {
+  const char* op = "QuantizeFp8WithTranspose";
+  CheckQuantizeArguments(t, *meta, op);
+  TORCH_CHECK(t.dim() == 2, op, ": t has shape ", t.sizes(),
+              "; it must be 2-D [rows, columns] (reshape it first)");
+#ifdef VARUNA_WITH_CUDA_KERNELS
+  if (t.is_cuda()) return CudaQuantize(t, meta, /*transpose=*/true, op);
+#endif
+  at::Tensor q = ReferenceQuantize(t, meta);
+  at::Tensor q_t = q.t().contiguous();
+  return {std::move(q), std::move(q_t)};
 }
 
 void UpdateFp8Scale(const Fp8Recipe& recipe, Fp8Meta* meta) {
@@ -339,9 +423,72 @@ Fp8LinearMeta MakeFp8LinearMeta(const Fp8Recipe& recipe, const c10::Device& devi
 }
 
 void UpdateFp8Scales(const Fp8Recipe& recipe, Fp8LinearMeta* meta) {
-  UpdateFp8Scale(recipe, &meta->input);
-  UpdateFp8Scale(recipe, &meta->weight);
-  UpdateFp8Scale(recipe, &meta->grad_output);
+  UpdateFp8ScaleBatch(recipe, {&meta->input, &meta->weight, &meta->grad_output});
+}
+
+namespace {
+
+// The float32 target maximum fp8_max * 2^-margin, computed as UpdateFp8Scale computes it.
+float ScaledMax(const Fp8Recipe& recipe, at::ScalarType dtype) {
+  return static_cast<float>(Fp8Max(dtype)) * std::pow(2.0f, -static_cast<float>(recipe.margin));
+}
+
+}  // namespace
+
+void UpdateFp8ScaleBatch(const Fp8Recipe& recipe, const std::vector<Fp8Meta*>& metas) {
+  const char* op = "UpdateFp8ScaleBatch";
+  if (metas.empty()) return;
+  for (size_t i = 0; i < metas.size(); ++i) {
+    TORCH_CHECK(metas[i] != nullptr, op, ": meta ", i, " of ", metas.size(),
+                " is null; pass the address of each Fp8Meta");
+  }
+  const c10::Device device =
+      metas[0]->amax_history.defined() ? metas[0]->amax_history.device() : c10::Device(c10::kCPU);
+#ifdef VARUNA_WITH_CUDA_KERNELS
+  if (device.is_cuda()) {
+    const absl::Status valid = ValidateFp8Recipe(recipe);
+    TORCH_CHECK(valid.ok(), op, ": ", valid.message());
+    std::vector<cuda::Fp8ScaleUpdateEntry> entries;
+    entries.reserve(metas.size());
+    for (size_t i = 0; i < metas.size(); ++i) {
+      Fp8Meta& meta = *metas[i];
+      const std::string role = absl::StrCat("given (", i, " of ", metas.size(), ")");
+      CheckMeta(meta, device, op, role.c_str());
+      TORCH_CHECK(meta.amax_history.size(0) == recipe.amax_history_len, op, ": meta ", i,
+                  "'s amax history has ", meta.amax_history.size(0),
+                  " entries but the recipe says ", recipe.amax_history_len,
+                  "; build the meta with the recipe's amax_history_len");
+      TORCH_CHECK(meta.amax_history.is_contiguous(), op, ": meta ", i,
+                  "'s amax_history is not contiguous; build the meta with MakeFp8Meta");
+      entries.push_back({meta.amax_history.data_ptr<float>(), meta.scale.data_ptr<float>(),
+                         meta.scale_inv.data_ptr<float>(), ScaledMax(recipe, meta.dtype)});
+    }
+    const c10::cuda::CUDAGuard guard(device);
+    CheckCuda(cuda::LaunchUpdateFp8Scales(entries.data(), static_cast<int64_t>(entries.size()),
+                                          recipe.amax_history_len,
+                                          recipe.amax_compute_algo == Fp8AmaxComputeAlgo::kMax,
+                                          CurrentCudaStream(metas[0]->amax_history)),
+              op);
+    return;
+  }
+#endif
+  for (Fp8Meta* meta : metas) UpdateFp8Scale(recipe, meta);
+}
+
+void UpdateAllFp8Scales(const Fp8Recipe& recipe, const std::vector<Fp8LinearMeta*>& metas) {
+  std::vector<Fp8Meta*> roles;
+  roles.reserve(3 * metas.size());
+  for (size_t i = 0; i < metas.size(); ++i) {
+    TORCH_CHECK(metas[i] != nullptr, "UpdateAllFp8Scales: meta ", i, " of ", metas.size(),
+                " is null; pass the address of each Fp8LinearMeta");
+    roles.insert(roles.end(), {&metas[i]->input, &metas[i]->weight, &metas[i]->grad_output});
+  }
+  UpdateFp8ScaleBatch(recipe, roles);
+}
+
+bool SameFp8Recipe(const Fp8Recipe& a, const Fp8Recipe& b) {
+  return a.format == b.format && a.margin == b.margin && a.amax_history_len == b.amax_history_len &&
+         a.amax_compute_algo == b.amax_compute_algo;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Fp8LinearMetaTensors(const Fp8LinearMeta& meta) {

@@ -52,6 +52,17 @@
 // Devices: CPU (emulated _scaled_mm; for tests) and CUDA devices of compute capability 8.9 or
 // newer; older GPUs are refused with CheckFp8Device's message.
 //
+// What runs where. On the CPU (and on CUDA in a build without --config=cuda, where no CUDA
+// tensor exists) QuantizeFp8, QuantizeFp8WithTranspose and the scale updates are the LibTorch
+// reference ops written out in fp8_linear.cc. Under --config=cuda, CUDA tensors take fused
+// kernels (varuna/kernels/cuda/fp8_quantize.cu, fp8_scale_update.cu): the quantise is one pass
+// that reads t once, writes the fp8 bytes (and, for QuantizeFp8WithTranspose, their transposed
+// copy: Transformer Engine's cast-transpose) and folds max |t| into amax_history[0] by an atomic
+// on the device; UpdateFp8ScaleBatch updates up to 96 roles per kernel launch, one block each.
+// Both read the scales from device memory (no host synchronisation) and give the reference's
+// results bit for bit (fp8 bytes, amax, scales, scale_inv, rolled histories), NaN bytes up to
+// their sign bit (which the CPU reference's vectorised clamp does not fix either).
+//
 // Misuse throws c10::Error naming Fp8Linear and the argument: undefined x or weight, a dtype
 // other than float32/float16/bfloat16, weight or bias not matching x (shape, dtype, device),
 // dims not multiples of 16, meta tensors of the wrong shape, dtype or device.
@@ -139,6 +150,12 @@ Fp8Meta MakeFp8Meta(at::ScalarType dtype, int64_t amax_history_len, const c10::D
 // meta->dtype. `t` is float32, float16 or bfloat16 on meta's device; throws c10::Error otherwise.
 at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta);
 
+// QuantizeFp8 of a 2-D `t` [rows, columns] plus the transposed copy of the result, [columns,
+// rows] contiguous (what the backward's GEMMs read): {q, q^T}, the amax recorded once. On CUDA
+// one fused pass; elsewhere QuantizeFp8 then q.t().contiguous(). Throws c10::Error as
+// QuantizeFp8 does, and for a `t` that is not 2-D.
+std::pair<at::Tensor, at::Tensor> QuantizeFp8WithTranspose(const at::Tensor& t, Fp8Meta* meta);
+
 // TE's amax_and_scale_update for one role (see the math above), in place, on the device (no
 // host synchronisation). Call once per optimizer step, after the backward, and (with data
 // parallelism) after a MAX all-reduce of amax_history[0] over the replicas, so that every
@@ -155,8 +172,21 @@ struct Fp8LinearMeta {
 // Fresh state for `recipe` (must be valid) on `device`.
 Fp8LinearMeta MakeFp8LinearMeta(const Fp8Recipe& recipe, const c10::Device& device);
 
-// UpdateFp8Scale on the three roles.
+// UpdateFp8Scale on the three roles (UpdateFp8ScaleBatch of the three).
 void UpdateFp8Scales(const Fp8Recipe& recipe, Fp8LinearMeta* meta);
+
+// UpdateFp8Scale on every meta of `metas`, with the same results bit for bit. On CUDA (all
+// metas on the first one's device, contiguous histories of recipe.amax_history_len) one kernel
+// launch per 96 metas; elsewhere UpdateFp8Scale one by one. Throws c10::Error naming the meta's
+// index for a null pointer or a meta UpdateFp8Scale would refuse. Empty: does nothing.
+void UpdateFp8ScaleBatch(const Fp8Recipe& recipe, const std::vector<Fp8Meta*>& metas);
+
+// UpdateFp8ScaleBatch of the three roles of every layer of `metas` (one batch): the per-step
+// update of a model's FP8 layers that share `recipe`.
+void UpdateAllFp8Scales(const Fp8Recipe& recipe, const std::vector<Fp8LinearMeta*>& metas);
+
+// Whether two recipes are equal field by field (layers with equal recipes may share a batch).
+bool SameFp8Recipe(const Fp8Recipe& a, const Fp8Recipe& b);
 
 // The nine state tensors by name, for a checkpoint: "input.amax_history", "input.scale",
 // "input.scale_inv", then the same for "weight." and "grad_output.". The tensors are the

@@ -524,6 +524,278 @@ TEST_F(Fp8LinearTest, NoGradientIsComputedForInputsThatDoNotNeedOne) {
   EXPECT_EQ(Item(meta.grad_output.amax_history[0]), 1.0);
 }
 
+// --- The fused CUDA kernels against the LibTorch reference on the CPU (in the CPU binary the
+// op is its own reference; the _gpu twin compares the kernels byte for byte). ---
+
+// The fp8 bytes of `q` on the CPU as int32, every NaN byte written 0x7F: the CPU reference's
+// vectorised clamp does not fix the sign of a NaN, so only "NaN" is compared there.
+at::Tensor Fp8Bytes(const at::Tensor& q) {
+  const at::Tensor bytes = q.detach().to(at::kCPU).contiguous().view(at::kByte).to(at::kInt);
+  const at::Tensor nan = q.detach().to(at::kCPU).to(at::kFloat).isnan();
+  return at::where(nan, at::full_like(bytes, 0x7F), bytes);
+}
+
+::testing::AssertionResult SameBytes(const at::Tensor& actual, const at::Tensor& expected) {
+  if (actual.sizes() != expected.sizes()) {
+    return ::testing::AssertionFailure()
+           << "shape " << actual.sizes() << " vs expected " << expected.sizes();
+  }
+  const at::Tensor a = Fp8Bytes(actual).reshape({-1});
+  const at::Tensor e = Fp8Bytes(expected).reshape({-1});
+  const at::Tensor bad = a != e;
+  if (!bad.any().item<bool>()) return ::testing::AssertionSuccess();
+  const int64_t i = bad.nonzero()[0][0].item<int64_t>();
+  return ::testing::AssertionFailure()
+         << bad.sum().item<int64_t>() << " of " << e.numel() << " bytes differ; first at " << i
+         << ": 0x" << std::hex << a[i].item<int>() << " vs expected 0x" << e[i].item<int>();
+}
+
+// A copy of `meta`'s state on `device` (the same values, fresh tensors).
+Fp8Meta CopyMeta(const Fp8Meta& meta, const c10::Device& device) {
+  Fp8Meta copy;
+  copy.dtype = meta.dtype;
+  copy.amax_history = meta.amax_history.to(device).clone();
+  copy.scale = meta.scale.to(device).clone();
+  copy.scale_inv = meta.scale_inv.to(device).clone();
+  return copy;
+}
+
+// Values of every kind the quantise meets, as float64 on the CPU (convert to the input dtype):
+// normal(0, 3) values, ones beyond fp8_max / scale (saturating), +-inf, NaN, +-0, and values
+// whose product lands in the float8 subnormal range or below it.
+at::Tensor QuantizeInput(at::IntArrayRef shape, uint64_t seed, double scale, double fp8_max) {
+  at::Tensor t = RandomTensor(shape, seed, 3.0);
+  at::Tensor flat = t.view({-1});
+  const std::vector<double> specials = {kInf,
+                                        -kInf,
+                                        kNaN,
+                                        0.0,
+                                        -0.0,
+                                        2.5 * fp8_max / scale,
+                                        -7.0 * fp8_max / scale,
+                                        1.5e-3 / scale,
+                                        -3e-6 / scale,
+                                        1e-9 / scale,
+                                        0.0137 / scale,
+                                        -0.0021 / scale};
+  // A special value at every 7th element (from the 4th), the specials in turn.
+  const at::Tensor where =
+      at::arange(std::min<int64_t>(3, flat.numel()), flat.numel(), 7, at::kLong);
+  const at::Tensor values = at::tensor(specials, at::kDouble)
+                                .repeat({where.numel() / 12 + 1})
+                                .narrow(0, 0, where.numel());
+  flat.index_put_({where}, values);
+  return t;
+}
+
+TEST_F(Fp8LinearTest, FusedQuantizeMatchesTheCpuReferenceByteForByte) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const std::vector<std::vector<int64_t>> shapes = {{1},       {7},        {4099},     {3, 5},
+                                                    {37, 129}, {64, 1024}, {2, 33, 40}};
+  uint64_t seed = 2000;
+  for (const at::ScalarType fp8 : {at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      for (const auto& shape : shapes) {
+        // The history's slot 0 before: below the new amax, above it, or NaN (replaced).
+        for (const float old : {0.5f, 1e30f, kNaN}) {
+          SCOPED_TRACE(::testing::Message() << fp8 << " from " << dtype << " shape "
+                                            << at::IntArrayRef(shape) << " old amax " << old);
+          const double scale = fp8 == at::kFloat8_e4m3fn ? 37.3 : 3100.7;
+          const at::Tensor t = QuantizeInput(shape, ++seed, scale, Fp8Max(fp8)).to(dtype);
+          Fp8Meta cpu = MakeFp8Meta(fp8, 3, c10::Device(c10::kCPU));
+          cpu.scale.fill_(scale);
+          cpu.amax_history[0] = old;
+          cpu.amax_history[2] = 4.f;
+          Fp8Meta on_device = CopyMeta(cpu, device);
+          const at::Tensor expected = QuantizeFp8(t, &cpu);
+          const at::Tensor q = QuantizeFp8(t.to(device), &on_device);
+          EXPECT_EQ(q.scalar_type(), fp8);
+          EXPECT_TRUE(q.is_contiguous());
+          EXPECT_TRUE(SameBytes(q, expected));
+          EXPECT_TRUE(SameValues(on_device.amax_history, cpu.amax_history));
+          EXPECT_EQ(Item(on_device.scale), Item(cpu.scale));  // quantising never changes it
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Fp8LinearTest, QuantizeWithTransposeGivesTheQuantisedTensorAndItsTranspose) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  // Shapes below, at and beyond the kernel's tiles (32 x 32 single elements; 64 x 64 in vectors
+  // of 4 where both dims are multiples of 4), most not multiples of them.
+  const std::vector<std::vector<int64_t>> shapes = {{1, 1},    {1, 77},    {77, 1},    {31, 33},
+                                                    {32, 32},  {65, 97},   {130, 48},  {16, 1040},
+                                                    {68, 100}, {132, 260}, {256, 128}, {4, 4}};
+  uint64_t seed = 3000;
+  for (const at::ScalarType fp8 : {at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      for (const auto& shape : shapes) {
+        SCOPED_TRACE(::testing::Message()
+                     << fp8 << " from " << dtype << " shape " << at::IntArrayRef(shape));
+        const double scale = fp8 == at::kFloat8_e4m3fn ? 11.0 : 900.5;
+        const at::Tensor t = QuantizeInput(shape, ++seed, scale, Fp8Max(fp8)).to(dtype);
+        Fp8Meta cpu = MakeFp8Meta(fp8, 2, c10::Device(c10::kCPU));
+        cpu.scale.fill_(scale);
+        Fp8Meta on_device = CopyMeta(cpu, device);
+        const at::Tensor expected = QuantizeFp8(t, &cpu);
+        // Some inputs one element into their buffer: not aligned for the vector kernel.
+        const bool unaligned = shape[0] % 2 == 1 || shape[0] == 68;
+        const at::Tensor input = unaligned ? testing::Unaligned(t.to(device)) : t.to(device);
+        const auto [q, q_t] = QuantizeFp8WithTranspose(input, &on_device);
+        EXPECT_TRUE(q.is_contiguous());
+        EXPECT_TRUE(q_t.is_contiguous());
+        EXPECT_EQ(q_t.scalar_type(), fp8);
+        EXPECT_TRUE(SameBytes(q, expected));
+        EXPECT_TRUE(SameBytes(q_t, expected.t().contiguous()));
+        // The amax is recorded once, as by QuantizeFp8.
+        EXPECT_TRUE(SameValues(on_device.amax_history, cpu.amax_history));
+      }
+    }
+  }
+}
+
+TEST_F(Fp8LinearTest, QuantizeTakesStridedInputsAndTheTransposeNeedsTwoDims) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const at::Tensor base = QuantizeInput({40, 24}, 77, 5.0, 448.0).to(at::kBFloat16);
+  const at::Tensor strided = base.to(device).t();  // [24, 40], not contiguous
+  const at::Tensor sliced = base.to(device).narrow(1, 3, 17);
+  for (const at::Tensor& t : {strided, sliced}) {
+    Fp8Meta cpu = MakeFp8Meta(at::kFloat8_e4m3fn, 1, c10::Device(c10::kCPU));
+    cpu.scale.fill_(5.0);
+    Fp8Meta a = CopyMeta(cpu, device);
+    Fp8Meta b = CopyMeta(cpu, device);
+    const at::Tensor expected = QuantizeFp8(t.to(at::kCPU).contiguous(), &cpu);
+    EXPECT_TRUE(SameBytes(QuantizeFp8(t, &a), expected));
+    const auto [q, q_t] = QuantizeFp8WithTranspose(t, &b);
+    EXPECT_TRUE(SameBytes(q, expected));
+    EXPECT_TRUE(SameBytes(q_t, expected.t().contiguous()));
+    EXPECT_TRUE(SameValues(a.amax_history, cpu.amax_history));
+    EXPECT_TRUE(SameValues(b.amax_history, cpu.amax_history));
+  }
+  Fp8Meta meta = MakeFp8Meta(at::kFloat8_e4m3fn, 1, device);
+  EXPECT_KERNEL_ERROR(
+      QuantizeFp8WithTranspose(at::ones({4, 2, 2}, base.options().device(device)), &meta),
+      "QuantizeFp8WithTranspose: t has shape [4, 2, 2]; it must be 2-D");
+  // Empty: nothing recorded.
+  const auto [q, q_t] = QuantizeFp8WithTranspose(at::empty({0, 8}, meta.scale.options()), &meta);
+  EXPECT_EQ(q_t.sizes(), (std::vector<int64_t>{8, 0}));
+  EXPECT_EQ(Item(meta.amax_history[0]), 0.0);
+}
+
+// Metas of every case the update meets, on the CPU: the header's edge cases, then random ones.
+std::vector<Fp8Meta> UpdateCases(int64_t history_len, uint64_t seed) {
+  const c10::Device cpu(c10::kCPU);
+  const float denormal = std::numeric_limits<float>::denorm_min();
+  std::vector<std::vector<float>> firsts = {
+      {0.f},             // nothing recorded, empty history
+      {0.f, 3.f, 9.f},   // nothing recorded this step, older amaxes
+      {5.f, kNaN, 2.f},  // NaN in the history
+      {kNaN, 1.f},       // NaN as this step's amax
+      {denormal},        // tiny amax: the scale overflows to FLT_MAX
+      {2.f, 1.f, kInf},  // inf in the window
+      {kInf},            // inf this step
+      {1e-30f, 1e30f},   // a wide range
+  };
+  std::vector<Fp8Meta> metas;
+  int index = 0;
+  for (const auto& first : firsts) {
+    for (const at::ScalarType fp8 : {at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
+      Fp8Meta meta = MakeFp8Meta(fp8, history_len, cpu);
+      for (size_t i = 0; i < first.size() && static_cast<int64_t>(i) < history_len; ++i) {
+        meta.amax_history[i] = first[i];
+      }
+      // Old scales: 1, an odd value, 0 and -inf (kept when the amax is unusable; inf -> FLT_MAX).
+      const float scales[] = {1.f, 0.37f, 0.f, -kInf};
+      meta.scale.fill_(scales[index++ % 4]);
+      metas.push_back(std::move(meta));
+    }
+  }
+  // Enough random ones to take more than one launch (96 metas per launch).
+  for (int i = 0; i < 200; ++i) {
+    Fp8Meta meta =
+        MakeFp8Meta(i % 2 == 0 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2, history_len, cpu);
+    meta.amax_history.copy_(RandomTensor({history_len}, seed + i, 10.0).abs().to(at::kFloat));
+    if (i % 5 == 0) meta.amax_history[0] = 0.f;
+    meta.scale.fill_(0.5f + static_cast<float>(i));
+    metas.push_back(std::move(meta));
+  }
+  return metas;
+}
+
+::testing::AssertionResult SameBits(const at::Tensor& actual, const at::Tensor& expected) {
+  const at::Tensor a = actual.to(at::kCPU).contiguous().view(at::kInt);
+  const at::Tensor e = expected.to(at::kCPU).contiguous().view(at::kInt);
+  if (a.sizes() == e.sizes() && at::equal(a, e)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << actual.to(at::kCPU) << " vs expected " << expected;
+}
+
+TEST_F(Fp8LinearTest, BatchedScaleUpdateMatchesTheOneByOneReferenceBitwise) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  // Lengths 1, 3 and one longer than a block of the kernel (its roll runs in chunks).
+  for (const int64_t len : {int64_t{1}, int64_t{3}, int64_t{600}}) {
+    for (const Fp8AmaxComputeAlgo algo :
+         {Fp8AmaxComputeAlgo::kMax, Fp8AmaxComputeAlgo::kMostRecent}) {
+      for (const int margin : {0, 3}) {
+        SCOPED_TRACE(::testing::Message() << "history " << len << " "
+                                          << Fp8AmaxComputeAlgoName(algo) << " margin " << margin);
+        const Fp8Recipe recipe{Fp8Format::kHybrid, margin, len, algo};
+        std::vector<Fp8Meta> expected = UpdateCases(len, 4000 + len);
+        std::vector<Fp8Meta> batched;
+        std::vector<Fp8Meta*> pointers;
+        for (const Fp8Meta& meta : expected) batched.push_back(CopyMeta(meta, device));
+        for (Fp8Meta& meta : batched) pointers.push_back(&meta);
+        for (int step = 0; step < 2; ++step) {  // the second step sees the rolled histories
+          for (Fp8Meta& meta : expected) UpdateFp8Scale(recipe, &meta);
+          UpdateFp8ScaleBatch(recipe, pointers);
+        }
+        for (size_t i = 0; i < expected.size(); ++i) {
+          SCOPED_TRACE(::testing::Message() << "meta " << i);
+          EXPECT_TRUE(SameBits(batched[i].amax_history, expected[i].amax_history));
+          EXPECT_TRUE(SameBits(batched[i].scale, expected[i].scale));
+          EXPECT_TRUE(SameBits(batched[i].scale_inv, expected[i].scale_inv));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Fp8LinearTest, UpdateAllFp8ScalesIsUpdateFp8ScalesOnEveryLayer) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const Fp8Recipe recipe{Fp8Format::kHybrid, 0, 4, Fp8AmaxComputeAlgo::kMax};
+  std::vector<Fp8LinearMeta> one_by_one;
+  std::vector<Fp8LinearMeta> all;
+  for (int layer = 0; layer < 5; ++layer) {
+    Fp8LinearMeta meta = MakeFp8LinearMeta(recipe, device);
+    for (Fp8Meta* role : {&meta.input, &meta.weight, &meta.grad_output}) {
+      QuantizeFp8(RandomTensor({16, 16}, 5000 + layer, layer + 1.0).to(at::kFloat).to(device),
+                  role);
+    }
+    one_by_one.push_back(meta);
+    all.push_back({CopyMeta(meta.input, device), CopyMeta(meta.weight, device),
+                   CopyMeta(meta.grad_output, device)});
+  }
+  std::vector<Fp8LinearMeta*> pointers;
+  for (Fp8LinearMeta& meta : all) pointers.push_back(&meta);
+  UpdateAllFp8Scales(recipe, pointers);
+  for (Fp8LinearMeta& meta : one_by_one) UpdateFp8Scales(recipe, &meta);
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (const auto& [a, e] : {std::pair<Fp8Meta*, Fp8Meta*>{&all[i].input, &one_by_one[i].input},
+                               {&all[i].weight, &one_by_one[i].weight},
+                               {&all[i].grad_output, &one_by_one[i].grad_output}}) {
+      EXPECT_TRUE(SameBits(a->amax_history, e->amax_history));
+      EXPECT_TRUE(SameBits(a->scale, e->scale));
+      EXPECT_TRUE(SameBits(a->scale_inv, e->scale_inv));
+    }
+  }
+  UpdateAllFp8Scales(recipe, {});  // nothing to do
+  EXPECT_KERNEL_ERROR(UpdateAllFp8Scales(recipe, {pointers[0], nullptr}),
+                      "UpdateAllFp8Scales: meta 1 of 2 is null");
+  EXPECT_KERNEL_ERROR(UpdateFp8ScaleBatch(Fp8Recipe{}, {&all[0].input}), "the recipe says 1024");
+  EXPECT_TRUE(SameFp8Recipe(recipe, recipe));
+  EXPECT_FALSE(SameFp8Recipe(recipe, Fp8Recipe{}));
+}
+
 // --- Recipe, names, state tensors, device capability ---
 
 TEST(Fp8RecipeTest, ParsesTheMegatronNames) {
