@@ -41,14 +41,26 @@ binaries=$(bazel query 'attr(tags, "\bgpu_bundle\b", //...)') ||
   { echo "bundle.sh: bazel query for the gpu_bundle-tagged targets failed (output above)" >&2; exit 1; }
 [[ -n "$tests" ]] || { echo "bundle.sh: no gpu-tagged tests found" >&2; exit 1; }
 # Static linking of our own libraries: a binary then needs only external shared libraries.
-bazel build -c opt --config=cuda --dynamic_mode=off $tests $binaries
+flags=(-c opt --config=cuda --dynamic_mode=off)
+bazel build "${flags[@]}" $tests $binaries
+# The outputs of exactly this configuration. The bazel-bin symlink points at whatever built
+# last, so another build in the workspace meanwhile (a CPU test, say) would have the copies
+# below take that build's binaries, without CUDA (2026-11-27: a bundle whose trainer ran on
+# the CPU of a GPU host).
+bin_dir=$(bazel info "${flags[@]}" bazel-bin) ||
+  { echo "bundle.sh: bazel info bazel-bin failed (output above)" >&2; exit 1; }
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/bench"
-cp bazel-bin/varuna/comm/libvaruna_gloo.so "$out/bin/"
+cp "$bin_dir/varuna/comm/libvaruna_gloo.so" "$out/bin/"
 for target in $tests; do echo "${target##*:}"; done > "$out/tests.txt"
 for target in $tests $binaries; do
-  binary=bazel-bin/$(echo "${target#//}" | tr ':' '/')
+  binary=$bin_dir/$(echo "${target#//}" | tr ':' '/')
+  # A binary built without CUDA would run on the CPU of a GPU host without a word.
+  if [[ "$target" == //trainer:pretrain_gpt2 ]] && ! readelf -d "$binary" | grep -q libtorch_cuda; then
+    echo "bundle.sh: $binary does not link libtorch_cuda: not a --config=cuda build" >&2
+    exit 1
+  fi
   cp "$binary" "$out/bin/"
   # Libraries the host's PyTorch provides (torch, its CUDA and NCCL wheels), the C library
   # (libutil included) and the GCC runtime (libstdc++, libgcc_s) stay out; the rest is copied.
