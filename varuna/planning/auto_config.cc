@@ -106,15 +106,8 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       costs.gradient_ms +=
           profile.statics[k].gradient_ms + (replicas > 1 ? profile.statics[k].bucket_ms : 0.0);
     }
-    // Each segment after the stage's first runs right after another one (profile.h:
-    // SegmentJoin), where the profile ran it alone; never below nothing.
-    const auto join = profile.joins.find(micro_batch);
-    if (join != profile.joins.end()) {
-      const double joins = range.last - range.first;
-      costs.forward_ms = std::max(0.0, costs.forward_ms + joins * join->second.forward_ms);
-      costs.recompute_ms = std::max(0.0, costs.recompute_ms + joins * join->second.recompute_ms);
-      costs.backward_ms = std::max(0.0, costs.backward_ms + joins * join->second.backward_ms);
-    }
+    // profile.joins (SegmentJoin) is not charged: on the CPU it made predictions worse
+    // (docs/profiling.md, "Segment joins"), and it has not been measured on a GPU yet.
     // The stages step in parallel: the slowest one ends the mini-batch.
     input.optimizer_ms = std::max(input.optimizer_ms, optimizer_ms);
     costs.stash_bytes = profile.compute[range.first].at(micro_batch).stash_bytes;

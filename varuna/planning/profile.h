@@ -71,10 +71,11 @@ struct SegmentStatic {
 // What a segment costs inside a stage, right after the segment before it, beyond what it costs
 // run alone, at one micro-batch size: the whole model run as one stage against the sum of its
 // segments run one at a time, divided by the joins between them (num_segments - 1), per F, R
-// and B. A stage of n consecutive segments is charged the sum of its segments plus n - 1 joins.
-// Negative where segments run together cost less than apart (a device's idle gaps at the start
-// of an isolated region), positive where more (a CPU's caches, which a segment run alone keeps
-// warm). Measured where the whole model fits (compute_profiler.h: ProfileWholeModel).
+// and B: a stage of n consecutive segments would cost the sum of its segments plus n - 1 joins.
+// Negative where segments run together cost less than apart, positive where more. Measured where
+// the whole model fits (compute_profiler.h: ProfileWholeModel). Informational: the simulator
+// does not charge it (on the CPU it made predictions worse; docs/profiling.md, "Segment
+// joins").
 struct SegmentJoin {
   double forward_ms = 0;
   double recompute_ms = 0;
@@ -105,7 +106,7 @@ struct Profile {
   // allreduce[ring]: an all-reduce among `ring` ranks (ring >= 2) against message bytes.
   std::map<int, CostCurve> allreduce;
   // joins[b]: see SegmentJoin; empty where not measured (older profiles, models too large to
-  // run whole on one device), and then a stage costs the sum of its segments. JSON: profile.json
+  // run whole on one device). JSON: profile.json
   // "segment_joins", a list of {micro_batch_size, forward_ms, recompute_ms, backward_ms},
   // optional on read.
   std::map<int, SegmentJoin> joins;

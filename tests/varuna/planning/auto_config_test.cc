@@ -548,40 +548,22 @@ TEST(SimulatorTermsTest, TheLastStageNeverChargesARecompute) {
   EXPECT_TRUE(seen);
 }
 
-TEST(SimulatorTermsTest, AStageOfNSegmentsAddsNMinusOneJoins) {
-  // profile.h SegmentJoin: a stage costs the sum of its segments plus one join per segment after
-  // its first, per F, R and B; a join may be negative (the GPU's isolated regions), and a stage
-  // never costs less than nothing. P = 1 over 3 segments: 2 joins per micro-batch.
-  Profile profile = DistinctTimes(3, 2);
-  profile.joins[2] = {-0.25, -0.5, 0.75};
-  absl::StatusOr<std::vector<Candidate>> result =
-      SearchConfigurations(profile, Cluster(1, 1), Options(8));
-  ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->size(), 1u);
-  const double per_micro_batch = 3 * (5.0 + 2.0) + 2 * (-0.5 + 0.75);
-  EXPECT_DOUBLE_EQ(result->front().simulation.stage_busy_ms[0], 4 * per_micro_batch);
-  // Two stages of the four segments: each stage's joins count its own segments only.
-  Profile two = DistinctTimes(4, 1);
-  two.joins[1] = {0.5, 0.25, 0.125};
-  result = SearchConfigurations(two, Cluster(1, 2), Options(6));
-  ASSERT_TRUE(result.ok()) << result.status();
-  bool seen = false;
-  for (const Candidate& c : *result) {
-    if (c.pipeline_stages != 2) continue;
-    seen = true;
-    const int m = c.num_micro_batches;
-    const int last_segments = c.stages[1].size();
-    EXPECT_DOUBLE_EQ(c.simulation.stage_busy_ms[1],
-                     m * (last_segments * (5.0 + 2.0) + (last_segments - 1) * (0.25 + 0.125)));
+TEST(SimulatorTermsTest, SegmentJoinsAreRecordedButNotCharged) {
+  // profile.h SegmentJoin: measured by --profiling, informational (docs/profiling.md, "Segment
+  // joins"): a profile with joins predicts what the same profile without them predicts.
+  const Profile plain = DistinctTimes(4, 1);
+  Profile with_joins = plain;
+  with_joins.joins[1] = {-0.25, -0.5, 0.75};
+  for (const ClusterSpec& cluster : {Cluster(1, 1), Cluster(1, 2)}) {
+    absl::StatusOr<std::vector<Candidate>> a = SearchConfigurations(plain, cluster, Options(6));
+    absl::StatusOr<std::vector<Candidate>> b =
+        SearchConfigurations(with_joins, cluster, Options(6));
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      EXPECT_EQ((*a)[i].simulation.minibatch_ms, (*b)[i].simulation.minibatch_ms);
+    }
   }
-  EXPECT_TRUE(seen);
-  // A join that would make a stage negative leaves it at zero; a size without a join adds none.
-  Profile clamped = DistinctTimes(3, 2);
-  clamped.joins[2] = {-100, -100, -100};
-  clamped.joins[4] = {1000, 1000, 1000};
-  result = SearchConfigurations(clamped, Cluster(1, 1), Options(8));
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_DOUBLE_EQ(result->front().simulation.stage_busy_ms[0], 0);
 }
 
 // One micro-batch over two stages: F0, the hop, F1 (graph) + B1, the hop back, B0 (R0 runs while
