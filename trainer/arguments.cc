@@ -220,6 +220,10 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("profile-segments", &a.profile_segments_text,
         "with --profiling: only these segments (0 = embeddings + layer 0; a list 0,5, a range "
         "0-3, or both); default all. Split a large model's profile over runs or machines");
+  p.Add("profile-every-rank", &a.profile_every_rank,
+        "with --profiling under the launcher: every rank measures every segment, all at the "
+        "same time, and rank 0's times are kept, instead of sharing the segments out; for ranks "
+        "that share one machine's cores (the CPU), whose training contends for them");
   p.Add("profile-dir", &a.profile_dir,
         "directory of the profile (default: --save); an existing profile there is extended");
   p.Add("schedule", &a.schedule, "pipeline schedule: varuna, gpipe or 1f1b");

@@ -148,7 +148,10 @@ struct TrainerArguments {
   std::string profile_micro_batches = "1-24";  // Sizes: a list "1,2,4,8", ranges "1-24", or both.
   std::string profile_segments_text;           // --profile-segments as given; empty: every segment.
   std::vector<int> profile_segments;  // Parsed, ascending, each >= 0 (checked against the model).
-  std::string profile_dir;            // Where the profile goes; empty: --save.
+  // --profile-every-rank: under the launcher every rank measures every segment, all at once
+  // (ranks sharing one machine's cores then contend as in training); rank 0's are kept.
+  bool profile_every_rank = false;
+  std::string profile_dir;                     // Where the profile goes; empty: --save.
   std::vector<int> profile_micro_batch_sizes;  // --profile-micro-batches parsed, ascending.
   std::string schedule = "varuna";             // varuna, gpipe or 1f1b
   std::string attention_backend = "auto";      // auto, fused-softmax or sdpa

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <iterator>
 #include <memory>
@@ -125,8 +126,10 @@ std::optional<varuna::Profile> MeasureWholeModel(const gpt2::Gpt2Config& config,
                                                  const varuna::ProfilerOptions& profiler,
                                                  TrainingLog& log) {
   // 20 bytes a parameter in half precision (weights, gradients, fp32 masters and both moments):
-  // 2e9 parameters is 40 GB on a GPU; a CPU's memory is smaller and slower.
-  const int64_t limit = profiler.device.is_cuda() ? 2'000'000'000 : 400'000'000;
+  // 2e9 parameters is 40 GB on a GPU, where running out of memory only ends the sizes. On the
+  // CPU it would end the process (the kernel's out-of-memory killer), with the activations of
+  // every layer at once on top: gpt2-small (124M) at most.
+  const int64_t limit = profiler.device.is_cuda() ? 2'000'000'000 : 150'000'000;
   const int64_t parameters = gpt2::AllocatedParameters(config, 0, config.num_layers - 1);
   if (config.num_layers < 2) return std::nullopt;
   if (parameters > limit) {
@@ -136,8 +139,12 @@ std::optional<varuna::Profile> MeasureWholeModel(const gpt2::Gpt2Config& config,
         parameters / 1e9, limit / 1e9, profiler.device.is_cuda() ? "a GPU" : "the CPU"));
     return std::nullopt;
   }
-  absl::StatusOr<varuna::Profile> whole =
-      varuna::ProfileWholeModel(builder, config.num_layers, inputs, profiler);
+  absl::StatusOr<varuna::Profile> whole = absl::InternalError("not measured");
+  try {
+    whole = varuna::ProfileWholeModel(builder, config.num_layers, inputs, profiler);
+  } catch (const std::exception& e) {  // building the whole model (out of memory, say)
+    whole = absl::InternalError(e.what());
+  }
   if (!whole.ok()) {
     log.Info(absl::StrCat("> segment joins not measured: the whole model as one stage failed (",
                           whole.status().message(), ")"));
@@ -264,16 +271,26 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
                           options.segments.end(), std::back_inserter(requested));
     missing = std::move(requested);
   }
+  // Every rank measures every segment (--profile-every-rank), or its share.
+  const bool every_rank = world != nullptr && options.every_rank;
   std::vector<int> mine;
   for (size_t i = 0; i < missing.size(); ++i) {
-    if (static_cast<int>(i % static_cast<size_t>(world_size)) == rank) mine.push_back(missing[i]);
+    if (every_rank || static_cast<int>(i % static_cast<size_t>(world_size)) == rank) {
+      mine.push_back(missing[i]);
+    }
   }
-  log.Info(absl::StrFormat(
-      "> profiling %d of %d segments at micro-batch sizes %s on %s (%s)%s", missing.size(),
-      config.num_layers, absl::StrJoin(options.micro_batch_sizes, ","), options.device_name, dtype,
-      world ? absl::StrFormat(", shared among %d processes (rank 0 measures %d)", world_size,
-                              mine.size())
-            : ""));
+  std::string how;
+  if (every_rank) {
+    how =
+        absl::StrFormat(", each measured by all %d processes at once (rank 0's kept)", world_size);
+  } else if (world) {
+    how = absl::StrFormat(", shared among %d processes (rank 0 measures %d)", world_size,
+                          mine.size());
+  }
+  log.Info(absl::StrFormat("> profiling %d of %d segments at micro-batch sizes %s on %s (%s)%s",
+                           missing.size(), config.num_layers,
+                           absl::StrJoin(options.micro_batch_sizes, ","), options.device_name,
+                           dtype, how));
   varuna::ProfilerOptions profiler;
   profiler.micro_batch_sizes = options.micro_batch_sizes;
   profiler.device = options.device;
@@ -295,12 +312,39 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
       gpt2::Gpt2StageBuilder(config, options.seed, options.execution);
   absl::StatusOr<varuna::Profile> measured =
       EmptyProfile(model, options.device_name, dtype, config.num_layers);
-  if (!mine.empty()) {
+  if (every_rank) {
+    // One segment at a time, the ranks starting it together; a failure on any rank stops all.
+    for (int k : mine) {
+      const absl::Status ready = agree(absl::StrCat("segment-", k), measured.status());
+      if (!ready.ok()) {
+        if (measured.ok()) measured = ready;
+        break;
+      }
+      varuna::ProfilerOptions one = profiler;
+      one.segments = {k};
+      absl::StatusOr<varuna::Profile> part =
+          varuna::ProfileSegments(builder, config.num_layers, inputs, one, base);
+      if (!part.ok()) {
+        measured = part.status();
+        continue;  // to the next agreement, which reports it to every rank
+      }
+      part->model = model;
+      part->device = options.device_name;
+      if (absl::Status status = varuna::MergeProfile(*part, *measured); !status.ok()) {
+        measured = status;
+      }
+    }
+  } else if (!mine.empty()) {
     measured = varuna::ProfileSegments(builder, config.num_layers, inputs, profiler, base);
     if (measured.ok()) {
       measured->model = model;
       measured->device = options.device_name;
     }
+  }
+  // What this rank contributes to the profile: with every rank measuring, rank 0's only.
+  const std::vector<int> kept = every_rank && rank != 0 ? std::vector<int>() : mine;
+  if (every_rank && rank != 0 && measured.ok()) {
+    measured = EmptyProfile(model, options.device_name, dtype, config.num_layers);
   }
   // The segment joins (profile.h: SegmentJoin) need the whole model run as one stage: measured
   // when this run measured segments, on every rank at once (rank 0's is kept), so that the
@@ -314,8 +358,12 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
                        std::find(complete.begin(), complete.end(), b) != complete.end();
     if (!known) whole_profiler.micro_batch_sizes.push_back(b);
   }
+  // Not for a run of some segments only (--profile-segments) that leaves others missing: the
+  // joins need every segment.
+  const bool leaves_some =
+      MissingSegments(base, config.num_layers, options.micro_batch_sizes).size() != missing.size();
   std::optional<varuna::Profile> whole;
-  if (!missing.empty() && !whole_profiler.micro_batch_sizes.empty()) {
+  if (!missing.empty() && !leaves_some && !whole_profiler.micro_batch_sizes.empty()) {
     // Every rank takes part (the ranks start together); none measures after a failure.
     const absl::Status ready = world ? agree("whole-model", measured.status()) : measured.status();
     if (ready.ok()) whole = MeasureWholeModel(config, builder, inputs, whole_profiler, log);
@@ -357,7 +405,7 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
     // point-to-point sends at these sizes as well: cheap on the CPU for small models, and they
     // extend the send curves.
     absl::StatusOr<std::vector<int64_t>> parameters =
-        SegmentParameterCounts(*world, *measured, mine, missing, base, config.num_layers);
+        SegmentParameterCounts(*world, *measured, kept, missing, base, config.num_layers);
     if (absl::Status status = agree("parameters", parameters.status()); !status.ok()) {
       return status;
     }
@@ -448,6 +496,7 @@ absl::Status RunProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& c
   options.execution.attention = attention->backend;
   options.world = world.get();
   options.gpus_per_node = launch.local_world_size.value_or(1);
+  options.every_rank = a.profile_every_rank;
   at::manual_seed(a.seed);
   return RunProfiling(config, options, **log);
 }

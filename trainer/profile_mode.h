@@ -14,7 +14,10 @@
 //
 // A launched job (options.world set, every rank calls RunProfiling with the same options): the
 // segments the profile lacks are shared round-robin (the i-th missing segment goes to rank
-// i mod world size); each rank writes what it measured into <dir>/.rank_<r>; then all ranks
+// i mod world size) or, with options.every_rank, every rank measures every one of them (the
+// ranks agree before each segment, so they run it at the same time, contending for a shared
+// machine as training's ranks do; only rank 0's measurements are kept); each rank writes what
+// it measured (what is kept) into <dir>/.rank_<r>; then all ranks
 // measure the communication curves (varuna/planning/comm_profiler.h) with the activation bytes that
 // cross a cut at each micro-batch size (b * seq_length * hidden_size * element size) as message
 // sizes; then rank 0 merges the ranks' segments and the curves into the profile, writes it and
@@ -63,6 +66,9 @@ struct ProfileModeOptions {
   varuna::comm::World* world = nullptr;
   // Ranks per node (LOCAL_WORLD_SIZE) for the communication curves; used with `world` only.
   int gpus_per_node = 1;
+  // With `world`: every rank measures every missing segment, the ranks starting each segment
+  // together, and rank 0's measurements are kept (--profile-every-rank).
+  bool every_rank = false;
 };
 
 // Profiles the missing pairs of `config` (of options.segments only, when given) into

@@ -6,12 +6,13 @@
 //
 // `--help` lists the flags with their defaults; a bad flag or value exits 2.
 //
-// 1. Profiles the model with a launched 2-process `pretrain_gpt2 --profiling` (the ranks share
-//    the segments and measure sends and the 2-rank all-reduce) into a fresh temporary folder.
-// 2. Reads the profile and searches it (planning/auto_config.h) for 1 GPU and for 2 GPUs on one
-// node
-//    (generous memory, the global batch); takes from every (P, D) layout its fastest candidate
-//    and up to --per-layout - 1 more with other micro-batch sizes (smallest first).
+// 1. Profiles the model twice, each under the contention its runs will see: one process alone
+//    (for the one-process runs), and two launched processes that both measure every segment at
+//    the same time (`--profile-every-rank`: the two cores shared as by two training processes),
+//    which also measure sends and the 2-rank all-reduce (for the two-process runs).
+// 2. Searches each profile (planning/auto_config.h) for its own process count, 1 GPU or 2 GPUs
+//    on one node (generous memory, the global batch); takes from every (P, D) layout its fastest
+//    candidate and up to --per-layout - 1 more with other micro-batch sizes (smallest first).
 // 3. Runs each chosen candidate under //varuna:launch (its P, micro-batch size, global batch,
 //    P x D workers, --stage-segments) for --steps steps on the bundled corpus, and takes the
 //    mean ms_per_iteration of the steps after the first --skip.
@@ -248,29 +249,40 @@ int main(int argc, char** argv) {
   fs::current_path(dir);
   std::cout << "work folder " << dir << "\n" << std::flush;
 
-  // 1. The profile: 2 launched processes share the segments and measure communication.
-  const std::string profile_dir = dir + "/profile";
-  double profile_seconds = 0;
-  if (!RunJob(Plus(Plus(Launcher(1, 1, 2, 2), ModelFlags()),
-                   {"--profiling", absl::StrCat("--profile-micro-batches=", kProfileMicroBatches),
-                    "--profile-dir=" + profile_dir}),
-              dir + "/profile.log", &profile_seconds)) {
-    return 1;
-  }
-  absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(profile_dir);
-  if (!profile.ok()) {
-    std::cerr << "simulator_accuracy: " << profile.status() << "\n";
-    return 1;
-  }
-  std::cout << absl::StrFormat("profiled %d segments at micro-batch sizes %s in %.1f s\n",
-                               profile->num_segments, kProfileMicroBatches, profile_seconds);
-  for (const auto& [ring, curve] : profile->allreduce) {
-    std::vector<std::string> points;
-    for (const auto& [bytes, ms] : curve.points) {
-      points.push_back(absl::StrFormat("%d B: %.3f ms", bytes, ms));
+  // 1. The profiles, each measured under the contention its runs see: one process alone for
+  //    the one-process runs; two launched processes that both measure every segment at the same
+  //    time (--profile-every-rank; the cores are shared, as by two training processes), and the
+  //    communication, for the two-process runs.
+  std::map<int, varuna::Profile> profiles;  // by processes
+  for (int processes : {1, 2}) {
+    const std::string profile_dir = absl::StrCat(dir, "/profile_", processes);
+    std::vector<std::string> argv =
+        Plus(Plus(Launcher(1, 1, 2, processes), ModelFlags()),
+             {"--profiling", absl::StrCat("--profile-micro-batches=", kProfileMicroBatches),
+              "--profile-dir=" + profile_dir});
+    if (processes > 1) argv.push_back("--profile-every-rank");
+    double profile_seconds = 0;
+    if (!RunJob(argv, absl::StrCat(dir, "/profile_", processes, ".log"), &profile_seconds)) {
+      return 1;
     }
-    std::cout << "all-reduce among " << ring << ": " << absl::StrJoin(points, ", ") << "\n";
+    absl::StatusOr<varuna::Profile> read = varuna::ReadProfile(profile_dir);
+    if (!read.ok()) {
+      std::cerr << "simulator_accuracy: " << read.status() << "\n";
+      return 1;
+    }
+    std::cout << absl::StrFormat(
+        "profiled %d segments at micro-batch sizes %s in %.1f s with %d process(es)\n",
+        read->num_segments, kProfileMicroBatches, profile_seconds, processes);
+    for (const auto& [ring, curve] : read->allreduce) {
+      std::vector<std::string> points;
+      for (const auto& [bytes, ms] : curve.points) {
+        points.push_back(absl::StrFormat("%d B: %.3f ms", bytes, ms));
+      }
+      std::cout << "all-reduce among " << ring << ": " << absl::StrJoin(points, ", ") << "\n";
+    }
+    profiles[processes] = *std::move(read);
   }
+  const varuna::Profile* profile = &profiles.at(2);  // the curves and the statics
 
   // 2. The candidates for 1 GPU and for 2 GPUs on one node.
   std::vector<varuna::Candidate> all;
@@ -278,7 +290,7 @@ int main(int argc, char** argv) {
     varuna::AutoConfigOptions search;
     search.global_batch = options.global_batch;
     absl::StatusOr<std::vector<varuna::Candidate>> found = varuna::SearchConfigurations(
-        *profile, varuna::ClusterSpec{1, gpus, kGenerousMemoryBytes}, search);
+        profiles.at(gpus), varuna::ClusterSpec{1, gpus, kGenerousMemoryBytes}, search);
     if (!found.ok()) {
       std::cerr << "simulator_accuracy: search for " << gpus << " GPU(s): " << found.status()
                 << "\n";

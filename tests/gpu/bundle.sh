@@ -56,9 +56,11 @@ cp "$bin_dir/varuna/comm/libvaruna_gloo.so" "$out/bin/"
 for target in $tests; do echo "${target##*:}"; done > "$out/tests.txt"
 for target in $tests $binaries; do
   binary=$bin_dir/$(echo "${target#//}" | tr ':' '/')
-  # A binary built without CUDA would run on the CPU of a GPU host without a word.
-  if [[ "$target" == //trainer:pretrain_gpt2 ]] && ! readelf -d "$binary" | grep -q libtorch_cuda; then
-    echo "bundle.sh: $binary does not link libtorch_cuda: not a --config=cuda build" >&2
+  # A binary built without CUDA would run on the CPU of a GPU host without a word: every one
+  # that links LibTorch must link its CUDA library too.
+  needed=$(readelf -d "$binary") || { echo "bundle.sh: readelf -d $binary failed" >&2; exit 1; }
+  if [[ "$needed" == *libtorch_cpu* && "$needed" != *libtorch_cuda* ]]; then
+    echo "bundle.sh: $binary links libtorch_cpu but not libtorch_cuda: not a --config=cuda build" >&2
     exit 1
   fi
   cp "$binary" "$out/bin/"

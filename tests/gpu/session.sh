@@ -33,7 +33,7 @@
 #   session.sh all          every phase above in turn, then the table
 #   session.sh report       the table: one PASS/FAIL/SKIP line per check run so far
 #
-# Logs go to $RESULTS (default ./results), and every phase then packs them into one archive,
+# Logs go to $RESULTS (default ./results), packed into one archive when the script exits,
 # $ARCHIVE (default results.tar.gz beside $RESULTS); each check appends its line (PASS, FAIL, or SKIP for
 # a test that skipped every case) to $RESULTS/checks.txt, so phases run in separate calls add up
 # to one table. Exit status: non-zero if a check of the phase failed or skipped.
@@ -126,14 +126,20 @@ prediction_error() {
     --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
     --metrics-file="$dir/metrics.jsonl") | tee "$dir/launch.log" || return 1
   # The second row of the launcher's table: rank P D b m time_ms bubble peak_GiB stages.
+  # Its stages column ("0-2|3") becomes --stage-segments (3,1), the split the plan assumed.
   local second
-  second=$(awk '$1 == "[launch]" && $2 == "2" { print $3, $5; exit }' "$dir/launch.log")
+  second=$(awk '$1 == "[launch]" && $2 == "2" { print $3, $5, $NF; exit }' "$dir/launch.log")
   if [[ -n "$second" ]]; then
-    read -r p2 b2 <<< "$second"
+    local p2 b2 stages2 split2
+    read -r p2 b2 stages2 <<< "$second"
+    split2=$(python3 -c 'import sys
+print(",".join(str(int(r.split("-")[-1]) - int(r.split("-")[0]) + 1) for r in sys.argv[1].split("|")))' \
+      "$stages2")
     mkdir -p "$dir/second"
     (cd "$dir/second" && "$bin/launch" --nstages="$p2" --chunk_size="$b2" --gpus_per_node=1 \
       --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
-      --metrics-file="$dir/second/metrics.jsonl") > "$dir/second/launch.log" 2>&1 ||
+      --stage-segments="$split2" --metrics-file="$dir/second/metrics.jsonl") \
+      > "$dir/second/launch.log" 2>&1 ||
       echo "the second-ranked candidate (P=$p2, micro-batch $b2) failed: $dir/second/launch.log"
   fi
   planning_report prediction "$dir"
@@ -141,7 +147,8 @@ prediction_error() {
 
 # planning_report WHAT DIR: reads prediction_error's runs. WHAT: prediction (the chosen
 # configuration's predicted step time against the measured median of iterations 6-30, within
-# 5%), ranking (the second-ranked candidate measured slower than the chosen one, as predicted),
+# 5%), ranking (the second-ranked candidate not measured faster than the chosen one by more
+# than 2%, the noise of a 30-iteration median),
 # memory (the launcher's peak GiB for the chosen configuration against the caching allocator's
 # peak in training, within 10%).
 planning_report() {
@@ -173,8 +180,10 @@ if what == "ranking":
     print(f"second P={rows[1][0]} D={rows[1][1]} b={rows[1][2]} m={rows[1][3]}: predicted "
           f"{p2:.1f} ms, measured {second:.1f} ms (error {100 * (p2 - second) / second:+.1f}%); "
           f"chosen: predicted {predicted:.1f}, measured {measured:.1f}")
-    held = measured <= second
-    print("the ranking held" if held else "the ranking did NOT hold: the second was faster")
+    # Within 2% of each other the two are a tie: a 30-iteration median moves about that much.
+    held = measured <= second * 1.02
+    print("the ranking held" + (" (a tie within 2%)" if measured > second else "")
+          if held else "the ranking did NOT hold: the second was faster by more than 2%")
     sys.exit(0 if held else 1)
 if what == "memory":
     planned = float(rows[0][6])
@@ -347,9 +356,9 @@ report() {
   ! grep -qE '^(FAIL|SKIP)' "$checks" 2> /dev/null
 }
 
-# Every phase leaves everything under $results in one archive as well, $ARCHIVE (default:
-# results.tar.gz beside $results), rewritten at the end of each phase, so that a GPU session
-# brings one file back whatever ran.
+# Everything under $results also goes into one archive, $ARCHIVE (default: results.tar.gz
+# beside $results), written when this script exits (after its phase, or after `all`), so that a
+# GPU session brings one file back whatever ran.
 archive() {
   local to=${ARCHIVE:-$(dirname "$results")/results.tar.gz}
   tar czf "$to" -C "$(dirname "$results")" "$(basename "$results")" &&
@@ -364,7 +373,10 @@ case "$phase" in
   fusions) phase_fusions "${2:-}" ;;
   fp8) phase_fp8 "${2:-}" ;;
   all)
-    for p in tests parity determinism kernels training planning plan_8_3b; do "phase_$p"; done
+    for p in tests parity determinism kernels training planning plan_8_3b; do
+      "phase_$p"
+      archive  # after each phase too: a call cut off at its limit still leaves the rest
+    done
     phase_throughput gpt2-355m
     phase_fusions gpt2-355m
     phase_fp8 gpt2-1.5b

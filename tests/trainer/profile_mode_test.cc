@@ -193,5 +193,39 @@ TEST_F(ProfileModeTest, LaunchedRanksShareTheSegmentsAndMeasureCommunication) {
   EXPECT_EQ(fs::last_write_time(dir_ + "/profile/profile.json"), written);
 }
 
+// --profile-every-rank: both ranks measure all three segments, each segment at the same time;
+// rank 0's measurements make the profile, whose parameter counts (and the gradient sizes the
+// all-reduce curve is measured at) are each segment's once, not once per rank.
+TEST_F(ProfileModeTest, EveryRankMeasuresEverySegmentAndRankZerosAreKept) {
+  std::vector<std::string> flags;
+  for (const std::string& flag : Profiling("1,2")) {
+    if (flag != "--num-layers=2" && flag != "--batch-size=4") flags.push_back(flag);
+  }
+  flags.push_back("--num-layers=3");
+  flags.push_back("--profile-every-rank");
+  const std::vector<std::string> launcher = {"--nstages=1",     "--gpus_per_node=2",
+                                             "--batch_size=2",  "--chunk_size=1",
+                                             "--master_port=0", "--grace_seconds=5"};
+  Result r = Run(flags, "every_rank", launcher);
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("each measured by all 2 processes at once (rank 0's kept)"));
+  absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(dir_ + "/profile");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_EQ(profile->CommonMicroBatchSizes(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(profile->joins.size(), 2u);
+  int64_t model_parameters = 0;
+  std::set<int64_t> gradient_sizes;
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_GT(profile->statics[k].parameter_count, 0) << k;
+    model_parameters += profile->statics[k].parameter_count;
+    gradient_sizes.insert(4 * profile->statics[k].parameter_count);
+  }
+  gradient_sizes.insert(4 * model_parameters);
+  ASSERT_EQ(profile->allreduce.count(2), 1u);
+  std::set<int64_t> measured;
+  for (const auto& [bytes, ms] : profile->allreduce.at(2).points) measured.insert(bytes);
+  for (int64_t bytes : gradient_sizes) EXPECT_EQ(measured.count(bytes), 1u) << bytes;
+}
+
 }  // namespace
 }  // namespace trainer::testing

@@ -1,9 +1,11 @@
 #include "varuna/kernels/fp8_linear.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -70,7 +72,7 @@ void CheckMeta(const Fp8Meta& meta, const c10::Device& device, const char* op, c
 struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& weight, const std::optional<at::Tensor>& maybe_bias,
-                            const Fp8LinearMeta& meta) {
+                            const Fp8LinearMeta& meta, bool for_backward) {
     // An absent bias is not an autograd input (an undefined tensor cannot be one).
     const at::Tensor bias = maybe_bias.value_or(at::Tensor());
     const int64_t k = weight.size(1);
@@ -83,8 +85,16 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     // in one quantise pass (the cast-transpose) and saves only the transposes: the saved fp8
     // bytes are those of one copy each, as before, where saving xq and xq^T (as Transformer
     // Engine does) would double them, and the backward copies no fp8 transpose of x or W.
-    const auto [xq, xq_t] = QuantizeFp8WithTranspose(x.reshape({m, k}), &input);
-    const auto [wq, wq_t] = QuantizeFp8WithTranspose(weight, &weight_meta);
+    // Without a backward to follow (gradients off: the Varuna schedule's F, evaluation), no
+    // transposes are made.
+    at::Tensor xq, xq_t, wq, wq_t;
+    if (for_backward) {
+      std::tie(xq, xq_t) = QuantizeFp8WithTranspose(x.reshape({m, k}), &input);
+      std::tie(wq, wq_t) = QuantizeFp8WithTranspose(weight, &weight_meta);
+    } else {
+      xq = QuantizeFp8(x.reshape({m, k}), &input);
+      wq = QuantizeFp8(weight, &weight_meta);
+    }
     // The dequantisation factors this forward used, kept for the backward (an UpdateFp8Scale
     // between the forward and the backward must not change how xq and wq are read).
     const at::Tensor x_scale_inv = input.scale_inv.clone();
@@ -175,7 +185,7 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
                          : dy.to(at::kFloat).sum(/*dim=*/0))
                .to(bias_dtype);
     }
-    return {dx, dw, db, at::Tensor()};
+    return {dx, dw, db, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -463,6 +473,13 @@ void UpdateFp8ScaleBatch(const Fp8Recipe& recipe, const std::vector<Fp8Meta*>& m
       entries.push_back({meta.amax_history.data_ptr<float>(), meta.scale.data_ptr<float>(),
                          meta.scale_inv.data_ptr<float>(), ScaledMax(recipe, meta.dtype)});
     }
+    // One block per entry, all at once: two entries of one meta would race where updating one
+    // after the other rolls its history twice.
+    std::vector<const float*> histories;
+    for (const cuda::Fp8ScaleUpdateEntry& entry : entries) histories.push_back(entry.amax_history);
+    std::sort(histories.begin(), histories.end());
+    TORCH_CHECK(std::adjacent_find(histories.begin(), histories.end()) == histories.end(), op,
+                ": the same meta appears twice in one batch; update it once per batch");
     const c10::cuda::CUDAGuard guard(device);
     CheckCuda(cuda::LaunchUpdateFp8Scales(entries.data(), static_cast<int64_t>(entries.size()),
                                           recipe.amax_history_len,
@@ -532,8 +549,9 @@ absl::Status CheckFp8Device(const c10::Device& device) {
 at::Tensor Fp8Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                      const Fp8LinearMeta& meta) {
   CheckLinearArguments(x, weight, bias, meta);
-  return Fp8LinearFunction::apply(
-      x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, meta);
+  return Fp8LinearFunction::apply(x, weight,
+                                  bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
+                                  meta, at::GradMode::is_enabled());
 }
 
 }  // namespace varuna::kernels

@@ -32,9 +32,11 @@ namespace {
 // Times `work` on CUDA device `device` ("cuda" without an index: the current device) with two
 // timing events on its current stream, after the device went idle; with spin_ms > 0 a kernel
 // spinning for about that long is queued before the start event. Returns the milliseconds
-// between the events; *queueing_ms gets the host's milliseconds inside work().
+// between the events; *queueing_ms gets the host's milliseconds inside work(), and
+// *started_before_queued whether the start event had already passed on the device when work()
+// returned (the spin ran out while the host was still queueing).
 double TimeOnCuda(const c10::Device& device, const std::function<void()>& work, double spin_ms,
-                  double* queueing_ms) {
+                  double* queueing_ms, bool* started_before_queued) {
   const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
   const c10::cuda::CUDAGuard on_device(index);
   c10::cuda::device_synchronize();
@@ -57,6 +59,7 @@ double TimeOnCuda(const c10::Device& device, const std::function<void()>& work, 
   *queueing_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start)
           .count();
+  *started_before_queued = start.query();
   end.record(stream);
   end.synchronize();
   return static_cast<double>(start.elapsed_time(end));
@@ -69,7 +72,8 @@ double DeviceTimer::Time(const std::function<void()>& work) const {
 #ifdef VARUNA_WITH_CUDA
   if (device_.is_cuda()) {
     double queueing_ms = 0;
-    return TimeOnCuda(device_, work, /*spin_ms=*/0, &queueing_ms);
+    bool started = false;
+    return TimeOnCuda(device_, work, /*spin_ms=*/0, &queueing_ms, &started);
   }
 #endif
   Synchronize();
@@ -84,12 +88,21 @@ double DeviceTimer::TimeAhead(const std::function<void()>& work) const {
 #ifdef VARUNA_WITH_CUDA
   if (device_.is_cuda()) {
     double queueing_ms = 0;
+    bool started_before_queued = false;
     const double device_ms =
-        TimeOnCuda(device_, work, std::clamp(2.0 * longest_queueing_ms_, 0.2, 50.0), &queueing_ms);
-    longest_queueing_ms_ = std::max(longest_queueing_ms_, queueing_ms);
-    // When the queueing outlasted the spin, the events also counted the device's waits for the
-    // host: the result is then at most the host's time plus the device's, and the next call
-    // spins longer.
+        TimeOnCuda(device_, work, std::clamp(2.0 * queueing_hint_ms_, 0.2, 50.0), &queueing_ms,
+                   &started_before_queued);
+    if (started_before_queued) {
+      // The spin ran out before the host had queued everything: either the host was slower
+      // than the spin (the events then also timed the device's waits for it, which is the
+      // host-bound cost) or it blocked on the device (a full launch queue, an allocation that
+      // synchronises), when its clock counted the spin too. The events' time is right in both
+      // cases; the host's may be too long, so the next spin is at most 50 ms.
+      queueing_hint_ms_ = std::min(std::max(2.0 * queueing_hint_ms_, queueing_ms), 25.0);
+      return device_ms;
+    }
+    // The hint follows the recent queueing times: it halves towards a shorter one.
+    queueing_hint_ms_ = std::max(queueing_ms, 0.5 * queueing_hint_ms_);
     return std::max(queueing_ms, device_ms);
   }
 #endif

@@ -39,12 +39,15 @@ class DeviceTimer {
   // over the segments of a stage, those gaps are what the profile charged on the H100 and H200
   // beyond what training pays (docs/profiling.md).
   //
-  // On a CUDA device the timer first queues a spin kernel (at::cuda::sleep) long enough to
-  // cover the host's queueing of `work` (twice the longest queueing time this timer has seen,
-  // at least 0.2 ms, at most 50 ms), then the start event, the work and the end event; the
-  // events then time the device's work alone, and the host's clock times the queueing. `work`
-  // must not wait for the device (no item(), no synchronisation): waiting would count the spin
-  // as the host's time. On the CPU the same as Time().
+  // On a CUDA device the timer first queues a spin kernel (at::cuda::sleep) meant to outlast
+  // the host's queueing of `work` (twice the recent queueing time this timer has seen, at
+  // least 0.2 ms, at most 50 ms), then the start event, the work and the end event; the events
+  // then time the device's work alone, and the host's clock times the queueing. Where the start
+  // event has already passed when the work is queued (the spin ran out: a slow host, or one
+  // that waited for the device), the events' time is returned alone and the next spin covers
+  // this queueing time (at least doubled, at most 50 ms). `work` should not wait for the device (no
+  // item(), no synchronisation): its time is then right, but the spin is wasted. On the CPU the
+  // same as Time().
   double TimeAhead(const std::function<void()>& work) const;
 
   // Waits until every queued kernel of the device has finished (no-op on the CPU).
@@ -52,8 +55,8 @@ class DeviceTimer {
 
  private:
   c10::Device device_;
-  // The longest time TimeAhead has seen the host take to queue a piece of work.
-  mutable double longest_queueing_ms_ = 0.1;
+  // About how long the host takes to queue a piece of work, from TimeAhead's recent calls.
+  mutable double queueing_hint_ms_ = 0.1;
 };
 
 }  // namespace varuna

@@ -10,6 +10,7 @@
 #include "varuna/kernels/fp8_linear.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -429,6 +430,28 @@ TEST_F(Fp8LinearTest, QuantisationErrorIsThatOfE4M3NotOfTheHighPrecisionProduct)
   const double relative = Item((Cpu64(y) - exact).abs().max()) / Magnitude(exact);
   EXPECT_GT(relative, 1e-3);
   EXPECT_LT(relative, 0.1);
+}
+
+TEST_F(Fp8LinearTest, WithoutGradientsTheForwardIsTheSameAndRecordsTheSameAmaxes) {
+  // Gradients off (the Varuna schedule's F, evaluation): no transposes are made for a backward,
+  // and the output and the recorded amaxes are bitwise those of a forward with gradients.
+  FP8_DEVICE_OR_SKIP(device);
+  const at::Tensor x = RandomTensor({32, 64}, 61, 3.0).to(at::kBFloat16).to(device);
+  const at::Tensor w = RandomTensor({48, 64}, 62, 0.05).to(at::kBFloat16).to(device);
+  const at::Tensor b = RandomTensor({48}, 63, 0.1).to(at::kBFloat16).to(device);
+  const Fp8LinearMeta with_grad = MakeFp8LinearMeta(Fp8Recipe{}, device);
+  const Fp8LinearMeta without = MakeFp8LinearMeta(Fp8Recipe{}, device);
+  const at::Tensor y = Fp8Linear(x, w.clone().requires_grad_(true), b, with_grad);
+  at::Tensor y_no_grad;
+  {
+    const c10::AutoGradMode no_grad(false);
+    y_no_grad = Fp8Linear(x, w.clone().requires_grad_(true), b, without);
+  }
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_FALSE(y_no_grad.requires_grad());
+  EXPECT_TRUE(at::equal(y.detach(), y_no_grad));
+  EXPECT_TRUE(at::equal(with_grad.input.amax_history, without.input.amax_history));
+  EXPECT_TRUE(at::equal(with_grad.weight.amax_history, without.weight.amax_history));
 }
 
 TEST_F(Fp8LinearTest, ForwardUsesItsOwnScalesInTheBackward) {
