@@ -125,10 +125,10 @@ std::optional<varuna::Profile> MeasureWholeModel(const gpt2::Gpt2Config& config,
                                                  const varuna::InputMaker& inputs,
                                                  const varuna::ProfilerOptions& profiler,
                                                  TrainingLog& log) {
-  // 20 bytes a parameter in half precision (weights, gradients, fp32 masters and both moments):
-  // 2e9 parameters is 40 GB on a GPU, where running out of memory only ends the sizes. On the
-  // CPU it would end the process (the kernel's out-of-memory killer), with the activations of
-  // every layer at once on top: gpt2-small (124M) at most.
+  // Weights and gradients (no optimizer state: the whole model's step work is not timed), 4
+  // bytes a parameter in half precision, 8 GB for 2e9 parameters, plus every layer's
+  // activations at once; on a GPU running out of memory only ends the sizes. On the CPU it
+  // would end the process (the kernel's out-of-memory killer): gpt2-small (124M) at most.
   const int64_t limit = profiler.device.is_cuda() ? 2'000'000'000 : 150'000'000;
   const int64_t parameters = gpt2::AllocatedParameters(config, 0, config.num_layers - 1);
   if (config.num_layers < 2) return std::nullopt;

@@ -342,7 +342,7 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
   }
   // The step's work last: its fp32 masters and moments would otherwise count as activations.
   try {
-    MeasureStepWork(*stage, statics);
+    if (options_.measure_step_work) MeasureStepWork(*stage, statics);
   } catch (const c10::OutOfMemoryError&) {
     ReleaseCachedMemory(options_.device);
     Progress(
@@ -465,6 +465,7 @@ absl::StatusOr<Profile> ProfileWholeModel(const StageBuilder& builder, int num_s
   };
   ProfilerOptions one_stage = options;
   one_stage.segments.clear();
+  one_stage.measure_step_work = false;  // the joins need F, R and B only
   if (options.progress) {
     one_stage.progress = [progress = options.progress](const std::string& line) {
       progress(absl::StrCat("(the whole model as one stage) ", line));

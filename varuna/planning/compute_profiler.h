@@ -90,6 +90,9 @@ struct ProfilerOptions {
   at::ScalarType dtype = at::kFloat;  // kFloat, kHalf or kBFloat16
   // The segments to profile, each in [0, num_segments); empty: all.
   std::vector<int> segments;
+  // Whether to time each segment's step work (gradient_ms, bucket_ms, optimizer_ms; it needs
+  // the segment's fp32 masters and Adam moments); false leaves them 0.
+  bool measure_step_work = true;
   // Called with one line per measured (segment, size), with its times and an estimate of the
   // time left, and with a line for each size skipped after an out-of-memory error. May be empty.
   std::function<void(const std::string&)> progress;
@@ -116,8 +119,9 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
 
 // Profiles all `num_segments` segments of the model as ONE stage (builder({0, num_segments - 1})),
 // measured as ProfileSegments measures a segment (options.segments is ignored; progress lines
-// say "the whole model"): a one-segment profile, for SegmentJoins. Sizes that run out of CUDA
-// memory are left out, as there. Errors as ProfileSegments.
+// say "the whole model"; the step work is not measured: its times are 0): a one-segment
+// profile, for SegmentJoins. Sizes that run out of CUDA memory are left out, as there. Errors
+// as ProfileSegments.
 absl::StatusOr<Profile> ProfileWholeModel(const StageBuilder& builder, int num_segments,
                                           const InputMaker& inputs, const ProfilerOptions& options);
 

@@ -130,6 +130,9 @@ TEST_F(ProfilerTest, TheWholeModelIsOneStageOfEverySegment) {
   EXPECT_EQ(m.output_bytes, 0);  // it ends with the loss, as the last segment does
   EXPECT_EQ(whole->statics[0].parameter_count,
             gpt2::AllocatedParameters(config_, 0, config_.num_layers - 1));
+  // No optimizer state for the whole model: the joins need F, R and B only.
+  EXPECT_EQ(whole->statics[0].optimizer_ms, 0);
+  EXPECT_EQ(whole->statics[0].gradient_ms, 0);
   ASSERT_EQ(lines_.size(), 1u);
   EXPECT_THAT(lines_[0], HasSubstr("(the whole model as one stage) segment 0 of 1"));
   EXPECT_FALSE(ProfileWholeModel(gpt2::Gpt2StageBuilder(config_, 11), 0, Inputs, options_).ok());
