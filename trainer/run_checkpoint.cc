@@ -114,17 +114,22 @@ absl::StatusOr<bool> IsWeightsOnly(const std::string& load_dir, int64_t iteratio
   return flag != nullptr && flag->is_boolean() && flag->get<bool>();
 }
 
-// A fresh Adam state for the weights loaded: moments zero, step count 0.
-void ResetOptimizer(varuna::Adam& adam) {
+// A fresh Adam state for the weights loaded: moments zero, step count 0. Adam::LoadStateOf's
+// error (it cannot fail for tensors of the optimizer's own shapes, but says so if it does).
+absl::Status ResetOptimizer(varuna::Adam& adam) {
   for (size_t i = 0; i < adam.parameters().size(); ++i) {
     const std::string& name = adam.parameters()[i].name;
     const at::Tensor master = adam.master(i).clone();
-    adam.LoadStateOf(
+    if (absl::Status status = adam.LoadStateOf(
             i,
-            [&](const std::string& key) { return key == name ? master : at::zeros_like(master); })
-        .IgnoreError();  // the shapes are the optimizer's own
+            [&](const std::string& key) { return key == name ? master : at::zeros_like(master); });
+        !status.ok()) {
+      return absl::InternalError(absl::StrCat("--no-load-optim: resetting the optimizer state of ",
+                                              name, " failed: ", status.message()));
+    }
   }
   adam.set_step_count(0);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -240,7 +245,9 @@ absl::StatusOr<TrainingState> Resume(const TrainerArguments& a, bool has_checkpo
         engine.load_checkpoint(load_dir, iteration, same_model);
     if (!loaded.ok()) return loaded.status();
     if (generators) generators->Restore();
-    if (!a.load_optim) ResetOptimizer(engine.optimizer());
+    if (!a.load_optim) {
+      if (absl::Status status = ResetOptimizer(engine.optimizer()); !status.ok()) return status;
+    }
     if (!loaded->note.empty()) log.Info(absl::StrCat("> checkpoint: ", loaded->note));
     saved = loaded->trainer_state;
     loaded_iteration = loaded->iteration;
