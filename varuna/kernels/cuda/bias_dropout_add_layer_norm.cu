@@ -26,6 +26,7 @@
 #include "varuna/kernels/cuda/bias_dropout_add_layer_norm.h"
 #include "varuna/kernels/cuda/common.cuh"
 #include "varuna/kernels/cuda/dropout_mask.cuh"
+#include "varuna/kernels/cuda/row_layer_norm.cuh"
 
 namespace varuna::kernels::cuda {
 namespace {
@@ -41,49 +42,6 @@ constexpr int kBackwardThreadsPerSm = 1024;
 // The groups of a backward block exchange their sums through shared memory; R > 1 only when P
 // <= kBackwardBlockThreads / 2.
 constexpr int kGatherFloats = kBackwardBlockThreads / 2 * kElements;
-
-struct RowLayout {
-  int threads_per_row;
-  int rows_per_block;
-};
-
-RowLayout MakeLayout(int64_t hidden, int block_threads) {
-  const int p = static_cast<int>(CeilDiv(CeilDiv(hidden, kElements), kWarpSize) * kWarpSize);
-  return {p, p >= block_threads ? 1 : block_threads / p};
-}
-
-// Sum over the blockDim.x threads sharing threadIdx.y; every thread gets it. `scratch` holds
-// kWarpSize floats per group. All threads of the block must call it.
-__device__ __forceinline__ float RowSum(float x, float* scratch) {
-  x = WarpSum(x);
-  if (blockDim.x == kWarpSize) return x;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  float* mine = scratch + threadIdx.y * kWarpSize;
-  __syncthreads();
-  if (lane == 0) mine[warp] = x;
-  __syncthreads();
-  return WarpSum(lane < static_cast<int>(blockDim.x) / kWarpSize ? mine[lane] : 0.0f);
-}
-
-// RowSum of two values; `scratch` holds 2 * kWarpSize floats per group.
-__device__ __forceinline__ void RowSum2(float& a, float& b, float* scratch) {
-  a = WarpSum(a);
-  b = WarpSum(b);
-  if (blockDim.x == kWarpSize) return;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  float* mine = scratch + threadIdx.y * 2 * kWarpSize;
-  __syncthreads();
-  if (lane == 0) {
-    mine[warp] = a;
-    mine[kWarpSize + warp] = b;
-  }
-  __syncthreads();
-  const bool has = lane < static_cast<int>(blockDim.x) / kWarpSize;
-  a = WarpSum(has ? mine[lane] : 0.0f);
-  b = WarpSum(has ? mine[kWarpSize + lane] : 0.0f);
-}
 
 template <typename T>
 __device__ __forceinline__ float RoundTo(float x) {
@@ -146,38 +104,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
         for (int k = 0; k < kVec; ++k) v[i][k] = 0.0f;
       }
     }
-    const float row_mean = RowSum(sum, scratch) / hidden;
-    float squares = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      if (valid && i * threads + tid < chunks) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const float d = v[i][k] - row_mean;
-          squares += d * d;
-        }
-      }
-    }
-    const float row_rstd = rsqrtf(RowSum(squares, scratch) / hidden + epsilon);
-    if (valid) {
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        const int c = i * threads + tid;
-        if (c < chunks) {
-          float w[kVec];
-          float b[kVec];
-          LoadAsFloat(ln_weight + c * kVec, w);
-          LoadAsFloat(ln_bias + c * kVec, b);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) v[i][k] = (v[i][k] - row_mean) * row_rstd * w[k] + b[k];
-          StoreFromFloat(output + row * hidden + int64_t{c} * kVec, v[i]);
-        }
-      }
-      if (tid == 0) {
-        mean[row] = row_mean;
-        rstd[row] = row_rstd;
-      }
-    }
+    NormalizeRowInRegisters<T, W, kChunks, kVec>(v, sum, valid, row, hidden, ln_weight, ln_bias,
+                                                 epsilon, scratch, output, mean, rstd);
   }
 }
 
@@ -334,7 +262,7 @@ bool ValidKeep(float keep) { return keep > 0.0f && keep <= 1.0f; }
 
 template <typename T, typename W, int kVec>
 cudaError_t Forward(const BiasDropoutAddLayerNormForwardArgs& a, cudaStream_t stream) {
-  const RowLayout layout = MakeLayout(a.hidden, kForwardBlockThreads);
+  const RowLayout layout = RegisterLayout(a.hidden, kElements, kForwardBlockThreads);
   const dim3 block(layout.threads_per_row, layout.rows_per_block);
   int resident = 0;
   const cudaError_t error = ResidentBlocks(static_cast<int>(block.x * block.y), &resident);
@@ -364,7 +292,7 @@ cudaError_t Forward(const BiasDropoutAddLayerNormForwardArgs& a, cudaStream_t st
 template <typename T, typename W, int kVec, bool kDropout, bool kGradResidual>
 void LaunchBackwardKernel(const BiasDropoutAddLayerNormBackwardArgs& a, float* workspace,
                           int partial_rows, cudaStream_t stream) {
-  const RowLayout layout = MakeLayout(a.hidden, kBackwardBlockThreads);
+  const RowLayout layout = RegisterLayout(a.hidden, kElements, kBackwardBlockThreads);
   const dim3 block(layout.threads_per_row, layout.rows_per_block);
   const int64_t array = int64_t{partial_rows} * a.hidden;
   BackwardKernel<T, W, kVec, kDropout, kGradResidual><<<partial_rows, block, 0, stream>>>(
@@ -425,7 +353,7 @@ cudaError_t LaunchBiasDropoutAddLayerNormForward(const BiasDropoutAddLayerNormFo
 cudaError_t BiasDropoutAddLayerNormBackwardPartialRows(int64_t rows, int64_t hidden,
                                                        int* partial_rows) {
   if (!ValidSizes(rows, hidden)) return cudaErrorInvalidValue;
-  const RowLayout layout = MakeLayout(hidden, kBackwardBlockThreads);
+  const RowLayout layout = RegisterLayout(hidden, kElements, kBackwardBlockThreads);
   const int block_threads = layout.threads_per_row * layout.rows_per_block;
   int device = 0;
   cudaError_t error = cudaGetDevice(&device);

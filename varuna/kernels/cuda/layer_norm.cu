@@ -27,6 +27,7 @@
 
 #include "varuna/kernels/cuda/common.cuh"
 #include "varuna/kernels/cuda/layer_norm.h"
+#include "varuna/kernels/cuda/row_layer_norm.cuh"
 
 namespace varuna::kernels::cuda {
 namespace {
@@ -51,50 +52,6 @@ constexpr int kBackwardThreadsPerSm = 1024;
 // only when P <= kBackwardBlockThreads / 2.
 constexpr int kGatherFloats = kBackwardBlockThreads / 2 * kBackwardElements;
 constexpr int kStreamingThreads = 512;
-
-// Threads per row (P) and rows per block (R) of the register path.
-struct RowLayout {
-  int threads_per_row;
-  int rows_per_block;
-};
-
-RowLayout RegisterLayout(int64_t hidden, int elements, int block_threads) {
-  const int p = static_cast<int>(CeilDiv(CeilDiv(hidden, elements), kWarpSize) * kWarpSize);
-  return {p, p >= block_threads ? 1 : block_threads / p};
-}
-
-// Sum over the blockDim.x threads sharing threadIdx.y (one row); each of them gets the result.
-// `scratch` holds kWarpSize floats per row of the block. All threads of the block must call it.
-__device__ __forceinline__ float RowSum(float x, float* scratch) {
-  x = WarpSum(x);
-  if (blockDim.x == kWarpSize) return x;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  float* mine = scratch + threadIdx.y * kWarpSize;
-  __syncthreads();  // scratch may still be read by the previous reduction
-  if (lane == 0) mine[warp] = x;
-  __syncthreads();
-  return WarpSum(lane < static_cast<int>(blockDim.x) / kWarpSize ? mine[lane] : 0.0f);
-}
-
-// RowSum of two values at once; `scratch` holds 2 * kWarpSize floats per row of the block.
-__device__ __forceinline__ void RowSum2(float& a, float& b, float* scratch) {
-  a = WarpSum(a);
-  b = WarpSum(b);
-  if (blockDim.x == kWarpSize) return;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  float* mine = scratch + threadIdx.y * 2 * kWarpSize;
-  __syncthreads();
-  if (lane == 0) {
-    mine[warp] = a;
-    mine[kWarpSize + warp] = b;
-  }
-  __syncthreads();
-  const bool has = lane < static_cast<int>(blockDim.x) / kWarpSize;
-  a = WarpSum(has ? mine[lane] : 0.0f);
-  b = WarpSum(has ? mine[kWarpSize + lane] : 0.0f);
-}
 
 template <typename T, typename W, int kVec>
 __global__ void __launch_bounds__(kMaxThreadsPerRow)
@@ -126,38 +83,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
         for (int k = 0; k < kVec; ++k) v[i][k] = 0.0f;
       }
     }
-    const float row_mean = RowSum(sum, scratch) / hidden;
-    float squares = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      if (valid && i * threads + tid < chunks) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const float d = v[i][k] - row_mean;
-          squares += d * d;
-        }
-      }
-    }
-    const float row_rstd = rsqrtf(RowSum(squares, scratch) / hidden + epsilon);
-    if (valid) {
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        const int c = i * threads + tid;
-        if (c < chunks) {
-          float w[kVec];
-          float b[kVec];
-          LoadAsFloat(weight + c * kVec, w);
-          LoadAsFloat(bias + c * kVec, b);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) v[i][k] = (v[i][k] - row_mean) * row_rstd * w[k] + b[k];
-          StoreFromFloat(output + row * hidden + c * kVec, v[i]);
-        }
-      }
-      if (tid == 0) {
-        mean[row] = row_mean;
-        rstd[row] = row_rstd;
-      }
-    }
+    NormalizeRowInRegisters<T, W, kChunks, kVec>(v, sum, valid, row, hidden, weight, bias, epsilon,
+                                                 scratch, output, mean, rstd);
   }
 }
 
