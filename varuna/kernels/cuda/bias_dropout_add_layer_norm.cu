@@ -145,26 +145,9 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
     if (valid) {
       const float row_mean = mean[row];
       row_rstd = rstd[row];
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        const int c = i * threads + tid;
-        if (c < chunks) {
-          const int64_t at = row * hidden + int64_t{c} * kVec;
-          float w[kVec];
-          LoadAsFloat(grad_output + at, g[i]);
-          LoadAsFloat(residual_out + at, xhat[i]);
-          LoadAsFloat(ln_weight + c * kVec, w);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            xhat[i][k] = (xhat[i][k] - row_mean) * row_rstd;
-            sum_ln_bias[i][k] += g[i][k];
-            sum_weight[i][k] += g[i][k] * xhat[i][k];
-            g[i][k] *= w[k];
-            sum_g += g[i][k];
-            sum_g_xhat += g[i][k] * xhat[i][k];
-          }
-        }
-      }
+      LayerNormBackwardRow<T, W, kChunks, kVec>(grad_output, residual_out, row, hidden, row_mean,
+                                                row_rstd, ln_weight, xhat, g, sum_weight,
+                                                sum_ln_bias, sum_g, sum_g_xhat);
     }
     RowSum2(sum_g, sum_g_xhat, scratch);
     if (valid) {
@@ -200,34 +183,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
       }
     }
   }
-  // Groups 1..R-1 hand their sums to group 0 one at a time (a fixed order).
-  for (int y = 1; y < static_cast<int>(blockDim.y); ++y) {
-    if (static_cast<int>(threadIdx.y) == y) {
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const int slot = (i * kVec + k) * threads + tid;
-          gather[0][slot] = sum_weight[i][k];
-          gather[1][slot] = sum_ln_bias[i][k];
-          gather[2][slot] = sum_bias[i][k];
-        }
-      }
-    }
-    __syncthreads();
-    if (threadIdx.y == 0) {
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const int slot = (i * kVec + k) * threads + tid;
-          sum_weight[i][k] += gather[0][slot];
-          sum_ln_bias[i][k] += gather[1][slot];
-          sum_bias[i][k] += gather[2][slot];
-        }
-      }
-    }
-    __syncthreads();
+  {
+    float(*sums[3])[kChunks][kVec] = {&sum_weight, &sum_ln_bias, &sum_bias};
+    float* const shared[3] = {gather[0], gather[1], gather[2]};
+    GatherRowGroupSums<3, kChunks, kVec>(sums, shared);
   }
   if (threadIdx.y == 0) {
     const int64_t base = int64_t{blockIdx.x} * hidden;

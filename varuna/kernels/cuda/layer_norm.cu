@@ -168,25 +168,9 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
     if (valid) {
       const float row_mean = mean[row];
       row_rstd = rstd[row];
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        const int c = i * threads + tid;
-        if (c < chunks) {
-          float w[kVec];
-          LoadAsFloat(grad_output + row * hidden + c * kVec, g[i]);
-          LoadAsFloat(x + row * hidden + c * kVec, xhat[i]);
-          LoadAsFloat(weight + c * kVec, w);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            xhat[i][k] = (xhat[i][k] - row_mean) * row_rstd;
-            sum_bias[i][k] += g[i][k];
-            sum_weight[i][k] += g[i][k] * xhat[i][k];
-            g[i][k] *= w[k];
-            sum_g += g[i][k];
-            sum_g_xhat += g[i][k] * xhat[i][k];
-          }
-        }
-      }
+      LayerNormBackwardRow<T, W, kChunks, kVec>(grad_output, x, row, hidden, row_mean, row_rstd,
+                                                weight, xhat, g, sum_weight, sum_bias, sum_g,
+                                                sum_g_xhat);
     }
     RowSum2(sum_g, sum_g_xhat, scratch);
     if (valid) {
@@ -205,31 +189,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
       }
     }
   }
-  // Groups 1..R-1 hand their sums to group 0 one at a time (a fixed order). Slot (i * kVec + k) *
-  // threads + tid: consecutive threads, consecutive words.
-  for (int y = 1; y < static_cast<int>(blockDim.y); ++y) {
-    if (static_cast<int>(threadIdx.y) == y) {
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          gather[0][(i * kVec + k) * threads + tid] = sum_weight[i][k];
-          gather[1][(i * kVec + k) * threads + tid] = sum_bias[i][k];
-        }
-      }
-    }
-    __syncthreads();
-    if (threadIdx.y == 0) {
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          sum_weight[i][k] += gather[0][(i * kVec + k) * threads + tid];
-          sum_bias[i][k] += gather[1][(i * kVec + k) * threads + tid];
-        }
-      }
-    }
-    __syncthreads();
+  {
+    float(*sums[2])[kChunks][kVec] = {&sum_weight, &sum_bias};
+    float* const shared[2] = {gather[0], gather[1]};
+    GatherRowGroupSums<2, kChunks, kVec>(sums, shared);
   }
   if (threadIdx.y == 0) {
     float* out_weight = partial_weight + int64_t{blockIdx.x} * hidden;

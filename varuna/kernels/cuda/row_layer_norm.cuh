@@ -107,6 +107,79 @@ __device__ __forceinline__ void NormalizeRowInRegisters(
   }
 }
 
+// The LayerNorm backward's first pass over row `row` (valid rows only), held in registers: from
+// dy and the row's input x with its saved mean and rstd, xhat = (x - mean) * rstd and
+// g = dy * weight per element of this thread's chunks; adds dy * xhat into sum_weight and dy
+// into sum_bias (the weight's and the bias's gradients, over this thread's rows), and returns
+// this thread's sums of g and g * xhat in sum_g and sum_g_xhat (to be summed over the row).
+template <typename T, typename W, int kChunks, int kVec>
+__device__ __forceinline__ void LayerNormBackwardRow(
+    const T* __restrict__ grad_output, const T* __restrict__ x, int64_t row, int hidden,
+    float row_mean, float row_rstd, const W* __restrict__ weight, float (&xhat)[kChunks][kVec],
+    float (&g)[kChunks][kVec], float (&sum_weight)[kChunks][kVec], float (&sum_bias)[kChunks][kVec],
+    float& sum_g, float& sum_g_xhat) {
+  const int threads = blockDim.x;
+  const int tid = threadIdx.x;
+  const int chunks = hidden / kVec;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = i * threads + tid;
+    if (c < chunks) {
+      const int64_t at = row * hidden + int64_t{c} * kVec;
+      float w[kVec];
+      LoadAsFloat(grad_output + at, g[i]);
+      LoadAsFloat(x + at, xhat[i]);
+      LoadAsFloat(weight + c * kVec, w);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        xhat[i][k] = (xhat[i][k] - row_mean) * row_rstd;
+        sum_bias[i][k] += g[i][k];
+        sum_weight[i][k] += g[i][k] * xhat[i][k];
+        g[i][k] *= w[k];
+        sum_g += g[i][k];
+        sum_g_xhat += g[i][k] * xhat[i][k];
+      }
+    }
+  }
+}
+
+// The R row groups of a block add their per-thread column sums into group 0's, one group at a
+// time in order of threadIdx.y (a fixed order): sums[j] is this thread's array j, gather[j] a
+// shared array of at least kChunks * kVec * blockDim.x floats. All threads of the block must call
+// it.
+template <int kArrays, int kChunks, int kVec>
+__device__ __forceinline__ void GatherRowGroupSums(float (*const (&sums)[kArrays])[kChunks][kVec],
+                                                   float* const (&gather)[kArrays]) {
+  const int threads = blockDim.x;
+  const int tid = threadIdx.x;
+  for (int y = 1; y < static_cast<int>(blockDim.y); ++y) {
+    if (static_cast<int>(threadIdx.y) == y) {
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          const int slot = (i * kVec + k) * threads + tid;  // consecutive threads, words
+#pragma unroll
+          for (int j = 0; j < kArrays; ++j) gather[j][slot] = (*sums[j])[i][k];
+        }
+      }
+    }
+    __syncthreads();
+    if (threadIdx.y == 0) {
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          const int slot = (i * kVec + k) * threads + tid;
+#pragma unroll
+          for (int j = 0; j < kArrays; ++j) (*sums[j])[i][k] += gather[j][slot];
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace varuna::kernels::cuda
 
 #endif  // VARUNA_KERNELS_CUDA_ROW_LAYER_NORM_CUH_
