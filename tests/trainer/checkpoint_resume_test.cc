@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 using testing::ConsumedSamples;
 using ::testing::HasSubstr;
 using testing::Job;
+using testing::LauncherLayout;
 using testing::Losses;
 using testing::Plus;
 using testing::Result;
@@ -41,16 +42,6 @@ class CheckpointResumeTest : public testing::TrainerTest {
     flags.push_back("--num-layers=4");
     return Plus(flags, extra);
   }
-
-  // Launcher flags for P stages x D replicas on one node, global batch 8, micro-batch 2.
-  static std::vector<std::string> Layout(int stages, int replicas) {
-    return {absl::StrCat("--nstages=", stages),
-            absl::StrCat("--gpus_per_node=", stages * replicas),
-            "--batch_size=8",
-            "--chunk_size=2",
-            "--master_port=0",
-            "--grace_seconds=5"};
-  }
 };
 
 std::string ReadText(const std::string& path) {
@@ -61,18 +52,18 @@ std::string ReadText(const std::string& path) {
 TEST_F(CheckpointResumeTest, ExactResumeUnderTwoStagesAndTwoReplicas) {
   const auto common = Model({"--train-iters=8", "--hidden-dropout=0.1", "--attention-dropout=0.1"});
   const std::string ckpt = dir_ + "/ckpt";
-  Result straight = Run(common, "straight", Layout(2, 2));
+  Result straight = Run(common, "straight", LauncherLayout(2, 2));
   ASSERT_EQ(straight.exit.code, 0) << Describe(straight);
   EXPECT_THAT(straight.exit.output,
               HasSubstr("2 stages x 2 replicas (0,2;1,3;); pipeline and tied weights over gloo, "
                         "data parallel over gloo\n"));
-  Result first =
-      Run(Plus(common, {"--save=" + ckpt, "--exit-interval=4", "--shard"}), "first", Layout(2, 2));
+  Result first = Run(Plus(common, {"--save=" + ckpt, "--exit-interval=4", "--shard"}), "first",
+                     LauncherLayout(2, 2));
   ASSERT_EQ(first.exit.code, 0) << Describe(first);
   // Sharded: both replicas of a stage wrote part of its segments.
   EXPECT_TRUE(fs::exists(ckpt + "/varuna_ckpt_4/segment_000.shard_1.safetensors"));
   EXPECT_TRUE(fs::exists(ckpt + "/varuna_ckpt_4/markers/rank_3.json"));
-  Result second = Run(Plus(common, {"--load=" + ckpt}), "second", Layout(2, 2));
+  Result second = Run(Plus(common, {"--load=" + ckpt}), "second", LauncherLayout(2, 2));
   ASSERT_EQ(second.exit.code, 0) << Describe(second);
   EXPECT_THAT(second.exit.output, HasSubstr("resumed from"));
 
@@ -93,10 +84,10 @@ TEST_F(CheckpointResumeTest, ExactResumeUnderTwoStagesAndTwoReplicas) {
 TEST_F(CheckpointResumeTest, ResumesUnderOtherLayouts) {
   const auto common = Model({"--train-iters=6", "--hidden-dropout=0", "--attention-dropout=0"});
   const std::string ckpt = dir_ + "/ckpt";
-  Result straight = Run(common, "straight", Layout(2, 2));
+  Result straight = Run(common, "straight", LauncherLayout(2, 2));
   ASSERT_EQ(straight.exit.code, 0) << Describe(straight);
-  Result first =
-      Run(Plus(common, {"--save=" + ckpt, "--exit-interval=3", "--shard"}), "first", Layout(2, 2));
+  Result first = Run(Plus(common, {"--save=" + ckpt, "--exit-interval=3", "--shard"}), "first",
+                     LauncherLayout(2, 2));
   ASSERT_EQ(first.exit.code, 0) << Describe(first);
   const auto expected = Losses(straight);
   ASSERT_EQ(expected.size(), 6u);
@@ -106,9 +97,9 @@ TEST_F(CheckpointResumeTest, ResumesUnderOtherLayouts) {
     std::vector<std::string> flags;
   };
   const std::vector<Morph> morphs = {
-      {"4x1", Layout(4, 1), {}},
+      {"4x1", LauncherLayout(4, 1), {}},
       {"1x1", {}, {"--batch-size=8", "--chunk_size=2"}},
-      {"1x2", Layout(1, 2), {}},
+      {"1x2", LauncherLayout(1, 2), {}},
   };
   for (const Morph& morph : morphs) {
     Result r = Run(Plus(common, Plus({"--load=" + ckpt}, morph.flags)), "morph" + morph.name,
@@ -131,7 +122,7 @@ TEST_F(CheckpointResumeTest, SigusrCheckpointsTheCurrentIterationAndExits) {
   const auto common = Model({"--hidden-dropout=0", "--attention-dropout=0"});
   Job job = Start(Plus(common, {"--train-iters=100000", "--save=" + ckpt, "--save-interval=2",
                                 "--keep-last=1", "--checkpoint-tmpdir=" + dir_ + "/local"}),
-                  "signalled", Layout(2, 2));
+                  "signalled", LauncherLayout(2, 2));
   // Wait until a few iterations are logged.
   for (int i = 0; i < 1200; ++i) {
     std::ifstream in(job.metrics);
@@ -153,7 +144,7 @@ TEST_F(CheckpointResumeTest, SigusrCheckpointsTheCurrentIterationAndExits) {
   EXPECT_TRUE(fs::is_empty(dir_ + "/local"));
 
   Result resumed = Run(Plus(common, {"--load=" + ckpt, absl::StrCat("--train-iters=", last + 2)}),
-                       "resumed", Layout(2, 2));
+                       "resumed", LauncherLayout(2, 2));
   ASSERT_EQ(resumed.exit.code, 0) << Describe(resumed);
   EXPECT_THAT(resumed.exit.output, HasSubstr(absl::StrCat("at iteration ", last)));
   EXPECT_EQ(Losses(resumed).size(), 2u);
@@ -166,7 +157,7 @@ TEST_F(CheckpointResumeTest, LatestSkipsADamagedCheckpoint) {
   const std::string ckpt = dir_ + "/ckpt";
   const auto common = Model({});
   Result write = Run(Plus(common, {"--save=" + ckpt, "--save-interval=2", "--train-iters=4"}),
-                     "write", Layout(2, 1));
+                     "write", LauncherLayout(2, 1));
   ASSERT_EQ(write.exit.code, 0) << Describe(write);
   const std::string damaged = ckpt + "/varuna_ckpt_4/segment_003.safetensors";
   {
@@ -174,14 +165,15 @@ TEST_F(CheckpointResumeTest, LatestSkipsADamagedCheckpoint) {
     file.seekp(-3, std::ios::end);
     file.put('\x7f');
   }
-  Result latest = Run(Plus(common, {"--load=" + ckpt, "--train-iters=5"}), "latest", Layout(2, 1));
+  Result latest =
+      Run(Plus(common, {"--load=" + ckpt, "--train-iters=5"}), "latest", LauncherLayout(2, 1));
   ASSERT_EQ(latest.exit.code, 0) << Describe(latest);
   EXPECT_THAT(latest.exit.output, HasSubstr("skipped as damaged or incomplete: varuna_ckpt_4"));
   EXPECT_THAT(latest.exit.output, HasSubstr("rank 1: " + damaged + ": CRC-32C checksum mismatch"));
   EXPECT_THAT(latest.exit.output, HasSubstr("at iteration 2"));
 
   Result named = Run(Plus(common, {"--load=" + ckpt, "--load-iteration=4", "--train-iters=5"}),
-                     "named", Layout(2, 1));
+                     "named", LauncherLayout(2, 1));
   EXPECT_NE(named.exit.code, 0) << Describe(named);
   EXPECT_THAT(named.exit.output, HasSubstr(damaged + ": CRC-32C checksum mismatch"));
 }

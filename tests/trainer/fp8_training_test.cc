@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/trainer_job.h"
@@ -29,6 +28,7 @@ namespace trainer {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::LauncherLayout;
 using testing::Losses;
 using ::testing::Not;
 using testing::Plus;
@@ -45,16 +45,6 @@ class Fp8TrainingTest : public testing::TrainerTest {
     }
     return Plus(
         flags, Plus({"--fp8-format=hybrid", "--hidden-dropout=0", "--attention-dropout=0"}, extra));
-  }
-
-  // Launcher flags for P stages x D replicas on one node, global batch 8, micro-batch 2.
-  static std::vector<std::string> Layout(int stages, int replicas) {
-    return {absl::StrCat("--nstages=", stages),
-            absl::StrCat("--gpus_per_node=", stages * replicas),
-            "--batch_size=8",
-            "--chunk_size=2",
-            "--master_port=0",
-            "--grace_seconds=5"};
   }
 };
 
@@ -189,7 +179,7 @@ TEST_F(Fp8TrainingTest, ReplicasAgreeOnTheGlobalAmaxAndMorphToTwoStages) {
                       "single");
   ASSERT_EQ(single.exit.code, 0) << Describe(single);
   Result replicas = Run(Plus(common, {"--save=" + two, "--save-interval=1", "--exit-interval=3"}),
-                        "replicas", Layout(1, 2));
+                        "replicas", LauncherLayout(1, 2));
   ASSERT_EQ(replicas.exit.code, 0) << Describe(replicas);
   for (int segment : {0, 1}) {
     const auto a = Fp8State(one, 1, segment), b = Fp8State(two, 1, segment);
@@ -202,14 +192,16 @@ TEST_F(Fp8TrainingTest, ReplicasAgreeOnTheGlobalAmaxAndMorphToTwoStages) {
 
   // The 1 x 2 checkpoint of iteration 3 under 2 stages: Varuna's schedule (recompute) and GPipe
   // (none) give the same losses bitwise, and they continue the two replicas' run.
-  Result straight = Run(common, "straight", Layout(1, 2));
+  Result straight = Run(common, "straight", LauncherLayout(1, 2));
   ASSERT_EQ(straight.exit.code, 0) << Describe(straight);
   const auto expected = Losses(straight);
   ASSERT_EQ(expected.size(), 6u);
-  Result varuna = Run(Plus(common, {"--load=" + two, "--schedule=varuna"}), "varuna", Layout(2, 1));
+  Result varuna =
+      Run(Plus(common, {"--load=" + two, "--schedule=varuna"}), "varuna", LauncherLayout(2, 1));
   ASSERT_EQ(varuna.exit.code, 0) << Describe(varuna);
   EXPECT_THAT(varuna.exit.output, HasSubstr("the layout changed"));
-  Result gpipe = Run(Plus(common, {"--load=" + two, "--schedule=gpipe"}), "gpipe", Layout(2, 1));
+  Result gpipe =
+      Run(Plus(common, {"--load=" + two, "--schedule=gpipe"}), "gpipe", LauncherLayout(2, 1));
   ASSERT_EQ(gpipe.exit.code, 0) << Describe(gpipe);
   const auto v = Losses(varuna), g = Losses(gpipe);
   ASSERT_EQ(v.size(), 3u);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "absl/strings/str_cat.h"
 #include "data/indexed_dataset.h"
 
 namespace trainer::testing {
@@ -47,6 +48,15 @@ std::string MakeDataset(const std::string& dir, int seed) {
 std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
+}
+
+std::vector<std::string> LauncherLayout(int stages, int replicas) {
+  return {absl::StrCat("--nstages=", stages),
+          absl::StrCat("--gpus_per_node=", stages * replicas),
+          "--batch_size=8",
+          "--chunk_size=2",
+          "--master_port=0",
+          "--grace_seconds=5"};
 }
 
 std::map<int64_t, std::string> Losses(const Result& r) {

@@ -39,6 +39,10 @@ struct Job {
 // `a` followed by `b`.
 std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std::string>& b);
 
+// Launcher flags for `stages` stages x `replicas` replicas on one node, global batch 8 in
+// micro-batches of 2, a free port and a 5 s grace period.
+std::vector<std::string> LauncherLayout(int stages, int replicas);
+
 // The "lm_loss" of each logged iteration, as serialized (shortest round-trip text).
 std::map<int64_t, std::string> Losses(const Result& r);
 // The "consumed_samples" of each logged iteration.
