@@ -224,6 +224,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "with --profiling under the launcher: every rank measures every segment, all at the "
         "same time, and rank 0's times are kept, instead of sharing the segments out; for ranks "
         "that share one machine's cores (the CPU), whose training contends for them");
+  p.Add("profile-rounds", &a.profile_rounds,
+        "with --profiling: measure every segment and size this many times, one round after the "
+        "other, and keep the median of the rounds (for machines whose speed drifts, e.g. shared "
+        "CPUs)");
+  p.SetMinimum("profile-rounds", 1);
   p.Add("profile-dir", &a.profile_dir,
         "directory of the profile (default: --save); an existing profile there is extended");
   p.Add("schedule", &a.schedule, "pipeline schedule: varuna, gpipe or 1f1b");

@@ -151,6 +151,8 @@ struct TrainerArguments {
   // --profile-every-rank: under the launcher every rank measures every segment, all at once
   // (ranks sharing one machine's cores then contend as in training); rank 0's are kept.
   bool profile_every_rank = false;
+  // --profile-rounds: the measurement repeated this many times, the median of the rounds kept.
+  int profile_rounds = 1;
   std::string profile_dir;                     // Where the profile goes; empty: --save.
   std::vector<int> profile_micro_batch_sizes;  // --profile-micro-batches parsed, ascending.
   std::string schedule = "varuna";             // varuna, gpipe or 1f1b

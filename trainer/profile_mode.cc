@@ -296,6 +296,7 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
   profiler.device = options.device;
   profiler.dtype = options.dtype;
   profiler.segments = mine;
+  profiler.rounds = options.rounds;
   profiler.progress = [&log](const std::string& line) { log.Info(line); };
   const int64_t seq = config.seq_length;
   const int64_t vocab = config.vocab_size;
@@ -497,6 +498,7 @@ absl::Status RunProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& c
   options.world = world.get();
   options.gpus_per_node = launch.local_world_size.value_or(1);
   options.every_rank = a.profile_every_rank;
+  options.rounds = a.profile_rounds;
   at::manual_seed(a.seed);
   return RunProfiling(config, options, **log);
 }

@@ -69,6 +69,8 @@ struct ProfileModeOptions {
   // With `world`: every rank measures every missing segment, the ranks starting each segment
   // together, and rank 0's measurements are kept (--profile-every-rank).
   bool every_rank = false;
+  // Rounds of the measurement (--profile-rounds, >= 1): varuna::ProfilerOptions::rounds.
+  int rounds = 1;
 };
 
 // Profiles the missing pairs of `config` (of options.segments only, when given) into

@@ -1,21 +1,26 @@
 // Simulator accuracy on the CPU (issue 7): predicted against measured mini-batch time for
 // several P x D x micro-batch configurations of a small GPT-2, each run as real processes.
 //
-//   bazel run -c opt //tests/benchmarks:simulator_accuracy -- [--steps=12] [--skip=4]
-//       [--global-batch=16] [--per-layout=2] [--keep]
+//   bazel run -c opt //tests/benchmarks:simulator_accuracy -- [--steps=16] [--skip=4]
+//       [--repeats=2] [--rounds=3] [--global-batch=16] [--per-layout=2] [--keep]
 //
 // `--help` lists the flags with their defaults; a bad flag or value exits 2.
 //
 // 1. Profiles the model twice, each under the contention its runs will see: one process alone
 //    (for the one-process runs), and two launched processes that both measure every segment at
 //    the same time (`--profile-every-rank`: the two cores shared as by two training processes),
-//    which also measure sends and the 2-rank all-reduce (for the two-process runs).
+//    which also measure sends and the 2-rank all-reduce (for the two-process runs). Each profile
+//    is --rounds rounds of the whole measurement, the median of the rounds kept
+//    (--profile-rounds): this shared machine's speed drifts over seconds, by 10-20% at small
+//    micro-batches, and one slow stretch would otherwise set a segment's time.
 // 2. Searches each profile (planning/auto_config.h) for its own process count, 1 GPU or 2 GPUs
 //    on one node (generous memory, the global batch); takes from every (P, D) layout its fastest
 //    candidate and up to --per-layout - 1 more with other micro-batch sizes (smallest first).
 // 3. Runs each chosen candidate under //varuna:launch (its P, micro-batch size, global batch,
-//    P x D workers, --stage-segments) for --steps steps on the bundled corpus, and takes the
-//    mean ms_per_iteration of the steps after the first --skip.
+//    P x D workers, --stage-segments) for --steps steps on the bundled corpus, --repeats times
+//    (every candidate once, then every candidate again, so that each is measured at several
+//    moments), and takes the median ms_per_iteration of the steps after the first --skip of
+//    every repeat, as the profile keeps medians.
 // 4. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, error, and the
 //    all-reduce time the profile's curve gives at the largest stage's gradient bytes (the
 //    prediction includes it, and the optimizer step the profile measured per segment).
@@ -51,14 +56,17 @@
 #include "varuna/io/json.h"
 #include "varuna/planning/auto_config.h"
 #include "varuna/planning/profile.h"
+#include "varuna/planning/timing_summary.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 struct Options {
-  int steps = 12;         // training steps per configuration
-  int skip = 4;           // first steps left out of the mean (warm-up, allocator growth)
+  int steps = 16;         // training steps per configuration and repeat
+  int skip = 4;           // first steps left out of the median (warm-up, allocator growth)
+  int repeats = 2;        // runs of each configuration, all configurations between two
+  int rounds = 3;         // --profile-rounds of each profile
   int global_batch = 16;  // sequences per step, all replicas together
   int per_layout = 2;     // candidates per (P, D) layout
   bool keep = false;      // keep the temporary folder (logs, profile, metrics)
@@ -85,21 +93,28 @@ constexpr int64_t kGenerousMemoryBytes = int64_t{64} << 30;
 // message on stderr); nullopt to go on.
 std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
   varuna::FlagParser parser;
-  parser.Add("steps", &options.steps, "training steps per configuration", "12");
-  parser.Add("skip", &options.skip, "first steps left out of the mean (warm-up, allocator growth)",
-             "4");
+  parser.Add("steps", &options.steps, "training steps per configuration and repeat", "16");
+  parser.Add("skip", &options.skip,
+             "first steps of each run left out of the median (warm-up, allocator growth)", "4");
+  parser.Add("repeats", &options.repeats,
+             "runs of each configuration (every configuration once, then again), steps pooled",
+             "2");
+  parser.Add("rounds", &options.rounds, "--profile-rounds of each profile (the median kept)",
+             "3");
   parser.Add("global-batch", &options.global_batch, "sequences per step, all replicas together",
              "16");
   parser.Add("per-layout", &options.per_layout, "candidates per (P, D) layout", "2");
   parser.Add("keep", &options.keep, "keep the temporary folder (logs, profile, metrics)");
   parser.SetMinimum("steps", 1);
   parser.SetMinimum("skip", 0);
+  parser.SetMinimum("repeats", 1);
+  parser.SetMinimum("rounds", 1);
   parser.SetMinimum("global-batch", 2);
   parser.SetMinimum("per-layout", 1);
   if (std::optional<int> exit = parser.ParseMain(
           "simulator_accuracy",
           "Simulator accuracy on the CPU: predicted against measured mini-batch time.\n"
-          "Example: simulator_accuracy --steps=12 --skip=4",
+          "Example: simulator_accuracy --steps=16 --skip=4 --repeats=2 --rounds=3",
           argc, argv)) {
     return *exit;
   }
@@ -185,18 +200,11 @@ std::vector<varuna::Candidate> Choose(const std::vector<varuna::Candidate>& all,
   return chosen;
 }
 
-struct Measured {
-  double mean_ms = 0;
-  double min_ms = 0;
-  double max_ms = 0;
-  int steps = 0;
-};
-
-// The mean ms_per_iteration of the iterations after `skip` in a --metrics-file.
-absl::StatusOr<Measured> ReadMetrics(const std::string& path, int skip) {
+// The ms_per_iteration of the iterations after `skip` in a --metrics-file, appended to `times`.
+absl::Status ReadMetrics(const std::string& path, int skip, std::vector<double>& times) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("no metrics file ", path));
-  std::vector<double> times;
+  const size_t before = times.size();
   for (std::string line; std::getline(in, line);) {
     absl::StatusOr<varuna::json::Value> value = varuna::json::Parse(line);
     if (!value.ok()) return value.status();
@@ -205,16 +213,11 @@ absl::StatusOr<Measured> ReadMetrics(const std::string& path, int skip) {
     if (iteration == nullptr || ms == nullptr) continue;
     if (iteration->get<int64_t>() > skip) times.push_back(ms->get<double>());
   }
-  if (times.empty()) {
+  if (times.size() == before) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " has no ms_per_iteration after iteration ", skip));
   }
-  Measured m;
-  m.steps = static_cast<int>(times.size());
-  m.min_ms = *std::min_element(times.begin(), times.end());
-  m.max_ms = *std::max_element(times.begin(), times.end());
-  for (double t : times) m.mean_ms += t / times.size();
-  return m;
+  return absl::OkStatus();
 }
 
 // The parameters of the candidate's largest stage, from the profile's per-segment statics.
@@ -261,6 +264,7 @@ int main(int argc, char** argv) {
              {"--profiling", absl::StrCat("--profile-micro-batches=", kProfileMicroBatches),
               "--profile-dir=" + profile_dir});
     if (processes > 1) argv.push_back("--profile-every-rank");
+    argv.push_back(absl::StrCat("--profile-rounds=", options.rounds));
     double profile_seconds = 0;
     if (!RunJob(argv, absl::StrCat(dir, "/profile_", processes, ".log"), &profile_seconds)) {
       return 1;
@@ -271,8 +275,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::cout << absl::StrFormat(
-        "profiled %d segments at micro-batch sizes %s in %.1f s with %d process(es)\n",
-        read->num_segments, kProfileMicroBatches, profile_seconds, processes);
+        "profiled %d segments at micro-batch sizes %s in %.1f s with %d process(es), %d "
+        "round(s)\n",
+        read->num_segments, kProfileMicroBatches, profile_seconds, processes, options.rounds);
     for (const auto& [ring, curve] : read->allreduce) {
       std::vector<std::string> points;
       for (const auto& [bytes, ms] : curve.points) {
@@ -306,32 +311,32 @@ int main(int argc, char** argv) {
   // 3. The real runs.
   struct Row {
     varuna::Candidate candidate;
-    Measured measured;
-    double wall_s = 0;
-    double allreduce_ms = 0;  // the profile's curve at the largest stage's gradient bytes
+    std::vector<double> steps_ms;  // every repeat's steps after --skip
+    double allreduce_ms = 0;       // the profile's curve at the largest stage's gradient bytes
   };
   std::vector<Row> rows;
-  for (const varuna::Candidate& c : chosen) {
-    const std::string name =
-        absl::StrCat("P", c.pipeline_stages, "_D", c.data_parallel, "_b", c.micro_batch);
-    const std::string metrics = dir + "/" + name + ".jsonl";
-    std::vector<std::string> argv =
-        Plus(Launcher(c.pipeline_stages, c.micro_batch, options.global_batch,
-                      c.pipeline_stages * c.data_parallel),
-             ModelFlags());
-    argv = Plus(argv, {absl::StrCat("--train-iters=", options.steps), "--log-interval=1",
-                       "--eval-interval=0", "--metrics-file=" + metrics,
-                       "--stage-segments=" + StageSegments(c)});
-    Row row{c, {}, 0, 0};
-    std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n" << std::flush;
-    if (!RunJob(argv, dir + "/" + name + ".log", &row.wall_s)) return 1;
-    absl::StatusOr<Measured> measured = ReadMetrics(metrics, options.skip);
-    if (!measured.ok()) {
-      std::cerr << "simulator_accuracy: " << measured.status() << "\n";
-      return 1;
+  for (const varuna::Candidate& c : chosen) rows.push_back(Row{c, {}, 0});
+  for (int repeat = 1; repeat <= options.repeats; ++repeat) {
+    for (Row& row : rows) {
+      const varuna::Candidate& c = row.candidate;
+      const std::string name = absl::StrCat("P", c.pipeline_stages, "_D", c.data_parallel, "_b",
+                                            c.micro_batch, "_run", repeat);
+      const std::string metrics = dir + "/" + name + ".jsonl";
+      std::vector<std::string> argv =
+          Plus(Launcher(c.pipeline_stages, c.micro_batch, options.global_batch,
+                        c.pipeline_stages * c.data_parallel),
+               ModelFlags());
+      argv = Plus(argv, {absl::StrCat("--train-iters=", options.steps), "--log-interval=1",
+                         "--eval-interval=0", "--metrics-file=" + metrics,
+                         "--stage-segments=" + StageSegments(c)});
+      std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n"
+                << std::flush;
+      if (!RunJob(argv, dir + "/" + name + ".log", nullptr)) return 1;
+      if (absl::Status read = ReadMetrics(metrics, options.skip, row.steps_ms); !read.ok()) {
+        std::cerr << "simulator_accuracy: " << read << "\n";
+        return 1;
+      }
     }
-    row.measured = *measured;
-    rows.push_back(row);
   }
   for (Row& r : rows) {
     const int64_t parameters = LargestStageParameters(*profile, r.candidate);
@@ -349,21 +354,23 @@ int main(int argc, char** argv) {
 
   // 4. The table.
   std::cout << absl::StrFormat(
-      "\nGPT-2 %s, global batch %d, CPU, OMP_NUM_THREADS=1 per process; measured = mean "
-      "ms_per_iteration of steps %d..%d\n\n",
-      absl::StrJoin(ModelFlags(), " "), options.global_batch, options.skip + 1, options.steps);
+      "\nGPT-2 %s, global batch %d, CPU, OMP_NUM_THREADS=1 per process; profiles of %d "
+      "round(s); measured = median ms_per_iteration of steps %d..%d of %d run(s)\n\n",
+      absl::StrJoin(ModelFlags(), " "), options.global_batch, options.rounds, options.skip + 1,
+      options.steps, options.repeats);
   std::cout << "| P | D | b | m | stage segments | predicted ms | measured ms (min-max) | error "
                "| largest stage: params, all-reduce ms |\n|---|---|---|---|---|---|---|---|---|\n";
   double worst = 0;
   for (const Row& r : rows) {
     const double predicted = r.candidate.simulation.minibatch_ms;
-    const double error = (predicted - r.measured.mean_ms) / r.measured.mean_ms * 100;
+    const varuna::TimingSummary measured = varuna::Summarize(r.steps_ms);
+    const double error = (predicted - measured.median_ms) / measured.median_ms * 100;
     worst = std::max(worst, std::abs(error));
     std::cout << absl::StrFormat(
         "| %d | %d | %d | %d | %s | %.1f | %.1f (%.1f-%.1f) | %+.1f%% | %.2fM, %.1f |\n",
         r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
-        r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, r.measured.mean_ms,
-        r.measured.min_ms, r.measured.max_ms, error,
+        r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured.median_ms,
+        measured.min_ms, measured.max_ms, error,
         LargestStageParameters(*profile, r.candidate) / 1e6, r.allreduce_ms);
   }
   const double wall =

@@ -72,6 +72,7 @@ class SegmentProfiler {
   absl::Status ProfileSegment(int k, const std::vector<int>& sizes, Profile& profile);
 
   void set_total(int pairs) { total_pairs_ = pairs; }
+  void set_round(int round) { round_ = round; }
 
  private:
   std::shared_ptr<StageModule> Build(int k) const {
@@ -98,7 +99,10 @@ class SegmentProfiler {
   void MeasureStepWork(StageModule& stage, SegmentStatic& statics);
 
   void Progress(const std::string& line) const {
-    if (options_.progress) options_.progress(line);
+    if (!options_.progress) return;
+    options_.progress(options_.rounds > 1 ? absl::StrFormat("round %d of %d: %s", round_ + 1,
+                                                            options_.rounds, line)
+                                          : line);
   }
 
   const StageBuilder& builder_;
@@ -109,6 +113,7 @@ class SegmentProfiler {
   Clock::time_point start_ = Clock::now();
   int total_pairs_ = 0;
   int done_pairs_ = 0;
+  int round_ = 0;  // of options_.rounds, from 0: names the round in progress lines
 };
 
 void SegmentProfiler::LearnOutputs(int k, const std::vector<int>& sizes) {
@@ -404,6 +409,10 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
                                 " and timed_passes=", options.timed_passes,
                                 " must be >= 0 and >= 1"));
   }
+  if (options.rounds < 1) {
+    return Invalid(absl::StrCat("profiling: rounds=", options.rounds,
+                                " must be at least 1 (1 measures every pair once)"));
+  }
   const std::string dtype = ProfileDtypeName(options.dtype);
   if (dtype.empty()) {
     return Invalid(absl::StrCat("profiling: dtype ", c10::toString(options.dtype),
@@ -443,13 +452,82 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
     }
   }
   SegmentProfiler profiler(builder, num_segments, inputs, options);
-  profiler.set_total(total);
-  for (const auto& [k, todo_sizes] : todo) {
-    if (absl::Status status = profiler.ProfileSegment(k, todo_sizes, profile); !status.ok()) {
-      return status;
+  profiler.set_total(total * options.rounds);
+  std::vector<Profile> rounds;
+  for (int round = 0; round < options.rounds; ++round) {
+    profiler.set_round(round);
+    Profile measured = profile;
+    for (const auto& [k, todo_sizes] : todo) {
+      if (absl::Status status = profiler.ProfileSegment(k, todo_sizes, measured); !status.ok()) {
+        return status;
+      }
+    }
+    rounds.push_back(std::move(measured));
+  }
+  if (rounds.size() == 1) return std::move(rounds.front());
+  return MedianOfRounds(rounds);
+}
+
+absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds) {
+  if (rounds.empty()) return Invalid("MedianOfRounds: no rounds given");
+  for (const Profile& round : rounds) {
+    if (round.num_segments != rounds.front().num_segments ||
+        round.compute.size() != rounds.front().compute.size() ||
+        round.statics.size() != rounds.front().statics.size()) {
+      return Invalid(absl::StrCat("MedianOfRounds: a round has ", round.num_segments,
+                                  " segments where the first has ", rounds.front().num_segments,
+                                  ": combine rounds of one profiling run only"));
     }
   }
-  return profile;
+  // The median of one time over the rounds, and its spread: the largest of the rounds' spreads
+  // and of the range of their times.
+  auto combine = [](const std::vector<double>& times, const std::vector<double>& spreads,
+                    double& time, double& spread) {
+    const TimingSummary summary = Summarize(times);
+    time = summary.median_ms;
+    spread = std::max(summary.spread_ms(), *std::max_element(spreads.begin(), spreads.end()));
+  };
+  Profile result = rounds.front();
+  for (size_t k = 0; k < result.compute.size(); ++k) {
+    std::map<int, SegmentMeasurement> combined;
+    for (const auto& [b, first] : rounds.front().compute[k]) {
+      std::vector<const SegmentMeasurement*> all;
+      for (const Profile& round : rounds) {
+        const auto found = round.compute[k].find(b);
+        if (found != round.compute[k].end()) all.push_back(&found->second);
+      }
+      if (all.size() != rounds.size()) continue;  // out of memory in some round
+      SegmentMeasurement m = first;
+      std::vector<double> f, r, bw, f_spread, r_spread, bw_spread;
+      m.timed_passes = 0;
+      for (const SegmentMeasurement* one : all) {
+        f.push_back(one->forward_ms);
+        r.push_back(one->recompute_ms);
+        bw.push_back(one->backward_ms);
+        f_spread.push_back(one->forward_spread_ms);
+        r_spread.push_back(one->recompute_spread_ms);
+        bw_spread.push_back(one->backward_spread_ms);
+        m.timed_passes += one->timed_passes;
+        m.activation_memory_bytes =
+            std::max(m.activation_memory_bytes, one->activation_memory_bytes);
+      }
+      combine(f, f_spread, m.forward_ms, m.forward_spread_ms);
+      combine(r, r_spread, m.recompute_ms, m.recompute_spread_ms);
+      combine(bw, bw_spread, m.backward_ms, m.backward_spread_ms);
+      combined[b] = m;
+    }
+    result.compute[k] = std::move(combined);
+    std::vector<double> gradient, bucket, optimizer;
+    for (const Profile& round : rounds) {
+      gradient.push_back(round.statics[k].gradient_ms);
+      bucket.push_back(round.statics[k].bucket_ms);
+      optimizer.push_back(round.statics[k].optimizer_ms);
+    }
+    result.statics[k].gradient_ms = Summarize(gradient).median_ms;
+    result.statics[k].bucket_ms = Summarize(bucket).median_ms;
+    result.statics[k].optimizer_ms = Summarize(optimizer).median_ms;
+  }
+  return result;
 }
 
 absl::StatusOr<Profile> ProfileWholeModel(const StageBuilder& builder, int num_segments,

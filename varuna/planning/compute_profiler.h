@@ -24,7 +24,8 @@
 // gaps of a device that starts idle (summed over 24 segments those put the H100 and H200
 // predictions 6-8% over the measured step); the profile keeps the median
 // over the timed passes (planning/timing_summary.h) with the spread (largest minus smallest)
-// and the pass count. Why: one layer's kernels take well under a millisecond on a GPU, so host
+// and the pass count (with ProfilerOptions::rounds > 1 the whole sweep is repeated and the
+// median of the rounds' medians kept: MedianOfRounds). Why: one layer's kernels take well under a millisecond on a GPU, so host
 // clocks around a device synchronisation and a mean of a few passes let the synchronisation's
 // latency and one slow pass (an allocator call, a clock ramp) decide the number; the H100
 // profile of gpt2-355m had micro-batch 4 faster than 1 and a recompute twice its forward.
@@ -85,6 +86,12 @@ struct ProfilerOptions {
   // timed (>= 1; the profile keeps their median).
   int warmup_passes = 2;
   int timed_passes = 7;
+  // Rounds of the whole measurement (>= 1): every (segment, size) pair and every segment's step
+  // work is measured once per round, the rounds one after the other, and the profile keeps the
+  // median of the rounds' times (MedianOfRounds). On a machine whose speed drifts over seconds
+  // (a CPU shared with other tenants, whose caches and memory bandwidth come and go), a slow
+  // stretch then moves one round's numbers, not the profile's.
+  int rounds = 1;
   // Where and in which dtype the stages run.
   c10::Device device = c10::kCPU;
   at::ScalarType dtype = at::kFloat;  // kFloat, kHalf or kBFloat16
@@ -110,12 +117,24 @@ using InputMaker = std::function<TensorMap(int micro_batch)>;
 // from `existing` (empty model and options.device.str() without it; the caller names them),
 // and no communication curves: merge it into `existing` with MergeProfile.
 // InvalidArgument naming the option for empty or non-positive sizes, a segment index out of
-// range, warmup_passes < 0, timed_passes < 1, num_segments < 1, an unsupported dtype, or an
+// range, warmup_passes < 0, timed_passes < 1, rounds < 1, num_segments < 1, an unsupported dtype, or an
 // `existing` profile of another segment count or dtype; Internal naming the segment and size
 // when the model throws (an out-of-memory error on CUDA is not an error, see above).
 absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_segments,
                                         const InputMaker& inputs, const ProfilerOptions& options,
                                         const Profile* existing);
+
+// The profile of several rounds of the same measurements (ProfilerOptions::rounds), each as
+// ProfileSegments returns it: per segment and micro-batch size measured in every round,
+// forward_ms, recompute_ms and backward_ms are the medians of the rounds' (TimingSummary: for
+// an even count the mean of the middle two), each spread the largest of the rounds' spreads and
+// of the range of the rounds' times, timed_passes the sum, activation_memory_bytes the largest,
+// output_bytes and stash_bytes the first round's; a size missing from any round (it ran out of
+// memory there) is left out. Per segment, gradient_ms, bucket_ms and optimizer_ms are the
+// medians of the rounds' (parameter_count and state_bytes the first round's). Everything else
+// (model, device, dtype, curves, joins) is the first round's. InvalidArgument for no rounds, or
+// rounds of different segment counts.
+absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds);
 
 // Profiles all `num_segments` segments of the model as ONE stage (builder({0, num_segments - 1})),
 // measured as ProfileSegments measures a segment (options.segments is ignored; progress lines

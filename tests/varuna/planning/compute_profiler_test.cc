@@ -273,6 +273,9 @@ TEST_F(ProfilerTest, BadOptionsNameTheProblem) {
   options_.timed_passes = 0;
   EXPECT_THAT(std::string(Run({1}).status().message()), HasSubstr("timed_passes=0"));
   options_.timed_passes = 1;
+  options_.rounds = 0;
+  EXPECT_THAT(std::string(Run({1}).status().message()), HasSubstr("rounds=0 must be at least 1"));
+  options_.rounds = 1;
   options_.dtype = at::kDouble;
   EXPECT_THAT(std::string(Run({1}).status().message()), HasSubstr("is not supported"));
   options_.dtype = at::kFloat;
@@ -379,6 +382,98 @@ TEST(ProfilerPassesTest, TheRecomputeReplaysItsForwardsRandomNumbersAsTheExecuto
       EXPECT_NE(log->drawn[2 * i + 2], log->drawn[2 * i]) << "pass " << i;
     }
   }
+}
+
+TEST(ProfilerPassesTest, EachRoundRunsEveryPassAgainAndASlowRoundDoesNotMoveTheTime) {
+  auto log = std::make_shared<ForwardLog>();
+  ProfilerOptions options = SegmentZeroAtSizeOne(0, 1);
+  options.rounds = 3;
+  std::vector<std::string> lines;
+  options.progress = [&lines](const std::string& line) { lines.push_back(line); };
+  // Per round: settling F R, timed F R, then one more R for the memory: 5 calls. Stall the
+  // first round's timed F.
+  log->stall_call = 2;
+  absl::StatusOr<Profile> profile = ProfileRecording(log, options);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_EQ(log->with_graph.size(), 3u * 5u);
+  const SegmentMeasurement& m = profile->compute[0].at(1);
+  EXPECT_EQ(m.timed_passes, 3);
+  const double stall_ms = std::chrono::duration<double, std::milli>(kStall).count();
+  EXPECT_THAT(m.forward_ms, Lt(stall_ms / 3));  // the median of the three rounds
+  EXPECT_GE(m.forward_spread_ms, stall_ms * 0.9);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[0], HasSubstr("round 1 of 3: segment 0 of 2, micro-batch 1: forward "));
+  EXPECT_THAT(lines[2], HasSubstr("round 3 of 3: segment 0 of 2"));
+  EXPECT_THAT(lines[2], HasSubstr("3 of 3 measured"));
+}
+
+// One round's profile of one segment at sizes 1 and 2 (size 2 only where `with_two`), with
+// forward times `f` and the step work `gradient`.
+Profile Round(double f, double spread, int64_t memory, double gradient, bool with_two = true) {
+  Profile p;
+  p.num_segments = 1;
+  p.dtype = "float32";
+  p.statics.resize(1);
+  p.statics[0].parameter_count = 10;
+  p.statics[0].gradient_ms = gradient;
+  p.statics[0].optimizer_ms = 2 * gradient;
+  p.compute.resize(1);
+  SegmentMeasurement m;
+  m.forward_ms = f;
+  m.recompute_ms = f + 1;
+  m.backward_ms = 2 * f;
+  m.forward_spread_ms = spread;
+  m.timed_passes = 7;
+  m.activation_memory_bytes = memory;
+  m.output_bytes = 5;
+  p.compute[0][1] = m;
+  if (with_two) p.compute[0][2] = m;
+  return p;
+}
+
+TEST(MedianOfRoundsTest, KeepsTheMedianRoundOfEachTime) {
+  absl::StatusOr<Profile> combined =
+      MedianOfRounds({Round(10, 0.5, 100, 3), Round(30, 0.2, 300, 1), Round(12, 0.1, 200, 2)});
+  ASSERT_TRUE(combined.ok()) << combined.status();
+  const SegmentMeasurement& m = combined->compute[0].at(1);
+  EXPECT_DOUBLE_EQ(m.forward_ms, 12);
+  EXPECT_DOUBLE_EQ(m.recompute_ms, 13);
+  EXPECT_DOUBLE_EQ(m.backward_ms, 24);
+  EXPECT_DOUBLE_EQ(m.forward_spread_ms, 20);  // the range of the rounds' times, 10 to 30
+  EXPECT_DOUBLE_EQ(m.recompute_spread_ms, 20);
+  EXPECT_EQ(m.timed_passes, 21);
+  EXPECT_EQ(m.activation_memory_bytes, 300);  // the largest
+  EXPECT_EQ(m.output_bytes, 5);
+  EXPECT_DOUBLE_EQ(combined->statics[0].gradient_ms, 2);
+  EXPECT_DOUBLE_EQ(combined->statics[0].optimizer_ms, 4);
+  EXPECT_EQ(combined->statics[0].parameter_count, 10);
+  EXPECT_TRUE(ValidateProfile(*combined).ok());
+}
+
+TEST(MedianOfRoundsTest, ALargerSpreadWithinARoundIsKeptAndTwoRoundsAverage) {
+  absl::StatusOr<Profile> combined = MedianOfRounds({Round(10, 5, 1, 1), Round(11, 0.1, 1, 3)});
+  ASSERT_TRUE(combined.ok()) << combined.status();
+  EXPECT_DOUBLE_EQ(combined->compute[0].at(1).forward_ms, 10.5);
+  EXPECT_DOUBLE_EQ(combined->compute[0].at(1).forward_spread_ms, 5);
+  EXPECT_DOUBLE_EQ(combined->statics[0].gradient_ms, 2);
+}
+
+TEST(MedianOfRoundsTest, ASizeMissingFromARoundIsLeftOut) {
+  absl::StatusOr<Profile> combined =
+      MedianOfRounds({Round(10, 0, 1, 1), Round(10, 0, 1, 1, /*with_two=*/false)});
+  ASSERT_TRUE(combined.ok()) << combined.status();
+  EXPECT_EQ(combined->compute[0].count(1), 1u);
+  EXPECT_EQ(combined->compute[0].count(2), 0u);
+}
+
+TEST(MedianOfRoundsTest, RefusesNoRoundsAndRoundsOfOtherModels) {
+  EXPECT_THAT(std::string(MedianOfRounds({}).status().message()), HasSubstr("no rounds given"));
+  Profile other = Round(1, 0, 1, 1);
+  other.num_segments = 2;
+  other.compute.resize(2);
+  other.statics.resize(2);
+  EXPECT_THAT(std::string(MedianOfRounds({Round(1, 0, 1, 1), other}).status().message()),
+              HasSubstr("a round has 2 segments where the first has 1"));
 }
 
 TEST(ProfilerPassesTest, ASlowRepetitionShowsInTheSpreadNotInTheTime) {
