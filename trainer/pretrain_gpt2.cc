@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@
 #include "trainer/fp8_start.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
+#include "trainer/host_malloc.h"
 #include "trainer/job_shape.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/profile_mode.h"
@@ -308,6 +310,8 @@ int Fail(const absl::Status& status, int code) {
 }  // namespace trainer
 
 int main(int argc, char** argv) {
+  // Before anything allocates: freed host memory stays for the next step (host_malloc.h).
+  trainer::KeepFreedHostMemory(std::getenv("GLIBC_TUNABLES"));
   const std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<trainer::TrainerArguments> arguments = trainer::ParseArguments(args);
   if (!arguments.ok()) return trainer::Fail(arguments.status(), 2);

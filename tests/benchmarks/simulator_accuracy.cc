@@ -2,28 +2,33 @@
 // several P x D x micro-batch configurations of a small GPT-2, each run as real processes.
 //
 //   bazel run -c opt //tests/benchmarks:simulator_accuracy -- [--steps=16] [--skip=4]
-//       [--repeats=2] [--rounds=3] [--global-batch=16] [--per-layout=2] [--keep]
+//       [--repeats=3] [--global-batch=16] [--per-layout=2] [--keep]
 //
 // `--help` lists the flags with their defaults; a bad flag or value exits 2.
 //
 // 1. Profiles the model twice, each under the contention its runs will see: one process alone
 //    (for the one-process runs), and two launched processes that both measure every segment at
 //    the same time (`--profile-every-rank`: the two cores shared as by two training processes),
-//    which also measure sends and the 2-rank all-reduce (for the two-process runs). Each profile
-//    is --rounds rounds of the whole measurement, the median of the rounds kept
-//    (--profile-rounds): this shared machine's speed drifts over seconds, by 10-20% at small
-//    micro-batches, and one slow stretch would otherwise set a segment's time.
-// 2. Searches each profile (planning/auto_config.h) for its own process count, 1 GPU or 2 GPUs
-//    on one node (generous memory, the global batch); takes from every (P, D) layout its fastest
-//    candidate and up to --per-layout - 1 more with other micro-batch sizes (smallest first).
+//    which also measure sends and the 2-rank all-reduce (for the two-process runs).
+// 2. Searches the first profiles (planning/auto_config.h) for their own process count, 1 GPU or
+//    2 GPUs on one node (generous memory, the global batch); takes from every (P, D) layout its
+//    fastest candidate and up to --per-layout - 1 more with other micro-batch sizes (smallest
+//    first).
 // 3. Runs each chosen candidate under //varuna:launch (its P, micro-batch size, global batch,
-//    P x D workers, --stage-segments) for --steps steps on the bundled corpus, --repeats times
-//    (every candidate once, then every candidate again, so that each is measured at several
-//    moments), and takes the median ms_per_iteration of the steps after the first --skip of
-//    every repeat, as the profile keeps medians.
-// 4. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, error, and the
-//    all-reduce time the profile's curve gives at the largest stage's gradient bytes (the
-//    prediction includes it, and the optimizer step the profile measured per segment).
+//    P x D workers, --stage-segments) for --steps steps on the bundled corpus; a run's time is
+//    the median ms_per_iteration of its steps after the first --skip. This is repeated
+//    --repeats times, the two profiles measured again before every repeat after the first.
+// 4. Prices each candidate, with the stage split it ran, on the median of its process count's
+//    profiles (compute_profiler.h: MedianOfRounds; the communication curves are the first
+//    profile's), and compares with the median of its runs.
+//    Why interleaved: this VM shares its host, and other tenants slow it by up to 1.5x for tens
+//    of seconds at a time (one configuration measured 645 and 430 ms a step in two runs minutes
+//    apart). Profiles and runs taken in turn see the same mix of quiet and busy stretches, and
+//    the medians keep one slow stretch from deciding either side.
+// 5. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, each run's
+//    time, error, and the all-reduce time the profile's curve gives at the largest stage's
+//    gradient bytes (the prediction includes it, and the step work the profile measured per
+//    segment).
 //
 // Threads: every process (the profile's ranks and every run's workers) gets OMP_NUM_THREADS=1,
 // so a 1-process run uses one core like each worker of a 2-process run and like the profile;
@@ -55,6 +60,7 @@
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
 #include "varuna/planning/auto_config.h"
+#include "varuna/planning/compute_profiler.h"
 #include "varuna/planning/profile.h"
 #include "varuna/planning/timing_summary.h"
 
@@ -65,8 +71,7 @@ namespace fs = std::filesystem;
 struct Options {
   int steps = 16;         // training steps per configuration and repeat
   int skip = 4;           // first steps left out of the median (warm-up, allocator growth)
-  int repeats = 2;        // runs of each configuration, all configurations between two
-  int rounds = 3;         // --profile-rounds of each profile
+  int repeats = 3;        // runs of each configuration, all configurations between two
   int global_batch = 16;  // sequences per step, all replicas together
   int per_layout = 2;     // candidates per (P, D) layout
   bool keep = false;      // keep the temporary folder (logs, profile, metrics)
@@ -97,9 +102,8 @@ std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
   parser.Add("skip", &options.skip,
              "first steps of each run left out of the median (warm-up, allocator growth)", "4");
   parser.Add("repeats", &options.repeats,
-             "runs of each configuration (every configuration once, then again), steps pooled",
-             "2");
-  parser.Add("rounds", &options.rounds, "--profile-rounds of each profile (the median kept)",
+             "runs of each configuration (every configuration once, then again, ...), the fastest "
+             "run's median step kept",
              "3");
   parser.Add("global-batch", &options.global_batch, "sequences per step, all replicas together",
              "16");
@@ -108,13 +112,12 @@ std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
   parser.SetMinimum("steps", 1);
   parser.SetMinimum("skip", 0);
   parser.SetMinimum("repeats", 1);
-  parser.SetMinimum("rounds", 1);
   parser.SetMinimum("global-batch", 2);
   parser.SetMinimum("per-layout", 1);
   if (std::optional<int> exit = parser.ParseMain(
           "simulator_accuracy",
           "Simulator accuracy on the CPU: predicted against measured mini-batch time.\n"
-          "Example: simulator_accuracy --steps=16 --skip=4 --repeats=2 --rounds=3",
+          "Example: simulator_accuracy --steps=16 --skip=4 --repeats=3",
           argc, argv)) {
     return *exit;
   }
@@ -252,50 +255,52 @@ int main(int argc, char** argv) {
   fs::current_path(dir);
   std::cout << "work folder " << dir << "\n" << std::flush;
 
-  // 1. The profiles, each measured under the contention its runs see: one process alone for
-  //    the one-process runs; two launched processes that both measure every segment at the same
-  //    time (--profile-every-rank; the cores are shared, as by two training processes), and the
-  //    communication, for the two-process runs.
-  std::map<int, varuna::Profile> profiles;  // by processes
-  for (int processes : {1, 2}) {
-    const std::string profile_dir = absl::StrCat(dir, "/profile_", processes);
-    std::vector<std::string> argv =
-        Plus(Plus(Launcher(1, 1, 2, processes), ModelFlags()),
-             {"--profiling", absl::StrCat("--profile-micro-batches=", kProfileMicroBatches),
-              "--profile-dir=" + profile_dir});
-    if (processes > 1) argv.push_back("--profile-every-rank");
-    argv.push_back(absl::StrCat("--profile-rounds=", options.rounds));
-    double profile_seconds = 0;
-    if (!RunJob(argv, absl::StrCat(dir, "/profile_", processes, ".log"), &profile_seconds)) {
-      return 1;
-    }
-    absl::StatusOr<varuna::Profile> read = varuna::ReadProfile(profile_dir);
-    if (!read.ok()) {
-      std::cerr << "simulator_accuracy: " << read.status() << "\n";
-      return 1;
-    }
-    std::cout << absl::StrFormat(
-        "profiled %d segments at micro-batch sizes %s in %.1f s with %d process(es), %d "
-        "round(s)\n",
-        read->num_segments, kProfileMicroBatches, profile_seconds, processes, options.rounds);
-    for (const auto& [ring, curve] : read->allreduce) {
-      std::vector<std::string> points;
-      for (const auto& [bytes, ms] : curve.points) {
-        points.push_back(absl::StrFormat("%d B: %.3f ms", bytes, ms));
+  // 1. A profile per process count, each measured under the contention its runs see: one
+  //    process alone for the one-process runs; two launched processes that both measure every
+  //    segment at the same time (--profile-every-rank; the cores are shared, as by two training
+  //    processes), and the communication, for the two-process runs. Measured again before every
+  //    repeat of the runs (step 3), so that the profiles and the runs sample the same moments.
+  std::map<int, std::vector<varuna::Profile>> profiles;  // by processes, one per repeat
+  auto measure_profiles = [&](int repeat) -> bool {
+    for (int processes : {1, 2}) {
+      const std::string name = absl::StrCat("profile_", processes, "_", repeat);
+      const std::string profile_dir = absl::StrCat(dir, "/", name);
+      std::vector<std::string> argv =
+          Plus(Plus(Launcher(1, 1, 2, processes), ModelFlags()),
+               {"--profiling", absl::StrCat("--profile-micro-batches=", kProfileMicroBatches),
+                "--profile-dir=" + profile_dir});
+      if (processes > 1) argv.push_back("--profile-every-rank");
+      double profile_seconds = 0;
+      if (!RunJob(argv, absl::StrCat(dir, "/", name, ".log"), &profile_seconds)) return false;
+      absl::StatusOr<varuna::Profile> read = varuna::ReadProfile(profile_dir);
+      if (!read.ok()) {
+        std::cerr << "simulator_accuracy: " << read.status() << "\n";
+        return false;
       }
-      std::cout << "all-reduce among " << ring << ": " << absl::StrJoin(points, ", ") << "\n";
+      std::cout << absl::StrFormat(
+          "profile %d: %d segments at micro-batch sizes %s in %.1f s with %d process(es)\n", repeat,
+          read->num_segments, kProfileMicroBatches, profile_seconds, processes);
+      for (const auto& [ring, curve] : read->allreduce) {
+        std::vector<std::string> points;
+        for (const auto& [bytes, ms] : curve.points) {
+          points.push_back(absl::StrFormat("%d B: %.3f ms", bytes, ms));
+        }
+        std::cout << "all-reduce among " << ring << ": " << absl::StrJoin(points, ", ") << "\n";
+      }
+      profiles[processes].push_back(*std::move(read));
     }
-    profiles[processes] = *std::move(read);
-  }
-  const varuna::Profile* profile = &profiles.at(2);  // the curves and the statics
+    return true;
+  };
+  if (!measure_profiles(1)) return 1;
 
-  // 2. The candidates for 1 GPU and for 2 GPUs on one node.
+  // 2. The candidates for 1 GPU and for 2 GPUs on one node, from the first profiles.
+  varuna::AutoConfigOptions search;
+  search.global_batch = options.global_batch;
+  auto cluster = [](int gpus) { return varuna::ClusterSpec{1, gpus, kGenerousMemoryBytes}; };
   std::vector<varuna::Candidate> all;
   for (int gpus : {1, 2}) {
-    varuna::AutoConfigOptions search;
-    search.global_batch = options.global_batch;
-    absl::StatusOr<std::vector<varuna::Candidate>> found = varuna::SearchConfigurations(
-        profiles.at(gpus), varuna::ClusterSpec{1, gpus, kGenerousMemoryBytes}, search);
+    absl::StatusOr<std::vector<varuna::Candidate>> found =
+        varuna::SearchConfigurations(profiles.at(gpus).front(), cluster(gpus), search);
     if (!found.ok()) {
       std::cerr << "simulator_accuracy: search for " << gpus << " GPU(s): " << found.status()
                 << "\n";
@@ -308,15 +313,17 @@ int main(int argc, char** argv) {
   }
   const std::vector<varuna::Candidate> chosen = Choose(all, options.per_layout);
 
-  // 3. The real runs.
+  // 3. The real runs: every candidate once, then (after new profiles) every candidate again.
   struct Row {
     varuna::Candidate candidate;
-    std::vector<double> steps_ms;  // every repeat's steps after --skip
-    double allreduce_ms = 0;       // the profile's curve at the largest stage's gradient bytes
+    std::vector<double> run_ms;  // each repeat's median step after --skip
+    double predicted_ms = 0;     // on the median of the profiles
+    double allreduce_ms = 0;     // the profile's curve at the largest stage's gradient bytes
   };
   std::vector<Row> rows;
-  for (const varuna::Candidate& c : chosen) rows.push_back(Row{c, {}, 0});
+  for (const varuna::Candidate& c : chosen) rows.push_back(Row{c, {}, 0, 0});
   for (int repeat = 1; repeat <= options.repeats; ++repeat) {
+    if (repeat > 1 && !measure_profiles(repeat)) return 1;
     for (Row& row : rows) {
       const varuna::Candidate& c = row.candidate;
       const std::string name = absl::StrCat("P", c.pipeline_stages, "_D", c.data_parallel, "_b",
@@ -329,14 +336,38 @@ int main(int argc, char** argv) {
       argv = Plus(argv, {absl::StrCat("--train-iters=", options.steps), "--log-interval=1",
                          "--eval-interval=0", "--metrics-file=" + metrics,
                          "--stage-segments=" + StageSegments(c)});
-      std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n"
-                << std::flush;
+      std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n" << std::flush;
       if (!RunJob(argv, dir + "/" + name + ".log", nullptr)) return 1;
-      if (absl::Status read = ReadMetrics(metrics, options.skip, row.steps_ms); !read.ok()) {
+      std::vector<double> steps_ms;
+      if (absl::Status read = ReadMetrics(metrics, options.skip, steps_ms); !read.ok()) {
         std::cerr << "simulator_accuracy: " << read << "\n";
         return 1;
       }
+      row.run_ms.push_back(varuna::Summarize(steps_ms).median_ms);
     }
+  }
+
+  // 4. The predictions: each candidate (its stage split as it ran) priced on the median of its
+  //    process count's profiles.
+  std::map<int, varuna::Profile> median;  // by processes
+  for (auto& [processes, measured] : profiles) {
+    absl::StatusOr<varuna::Profile> combined = varuna::MedianOfRounds(measured);
+    if (!combined.ok()) {
+      std::cerr << "simulator_accuracy: " << combined.status() << "\n";
+      return 1;
+    }
+    median[processes] = *std::move(combined);
+  }
+  const varuna::Profile* profile = &median.at(2);  // the curves and the statics
+  for (Row& row : rows) {
+    const int gpus = row.candidate.pipeline_stages * row.candidate.data_parallel;
+    absl::StatusOr<varuna::SimulationResult> priced =
+        varuna::SimulateCandidate(median.at(gpus), cluster(gpus), search, row.candidate);
+    if (!priced.ok()) {
+      std::cerr << "simulator_accuracy: " << priced.status() << "\n";
+      return 1;
+    }
+    row.predicted_ms = priced->minibatch_ms;
   }
   for (Row& r : rows) {
     const int64_t parameters = LargestStageParameters(*profile, r.candidate);
@@ -352,26 +383,31 @@ int main(int argc, char** argv) {
     }
   }
 
-  // 4. The table.
+  // 5. The table.
   std::cout << absl::StrFormat(
-      "\nGPT-2 %s, global batch %d, CPU, OMP_NUM_THREADS=1 per process; profiles of %d "
-      "round(s); measured = median ms_per_iteration of steps %d..%d of %d run(s)\n\n",
-      absl::StrJoin(ModelFlags(), " "), options.global_batch, options.rounds, options.skip + 1,
-      options.steps, options.repeats);
-  std::cout << "| P | D | b | m | stage segments | predicted ms | measured ms (min-max) | error "
-               "| largest stage: params, all-reduce ms |\n|---|---|---|---|---|---|---|---|---|\n";
+      "\nGPT-2 %s, global batch %d, CPU, OMP_NUM_THREADS=1 per process; %d profiles and %d runs "
+      "of each configuration, interleaved; predicted on the profiles' median (MedianOfRounds); "
+      "measured: the median of the runs' median ms_per_iteration of steps %d..%d\n\n",
+      absl::StrJoin(ModelFlags(), " "), options.global_batch, options.repeats, options.repeats,
+      options.skip + 1, options.steps);
+  std::cout
+      << "| P | D | b | m | stage segments | predicted ms | measured ms | runs' medians | "
+         "error "
+         "| largest stage: params, all-reduce ms |\n|---|---|---|---|---|---|---|---|---|---|\n";
   double worst = 0;
   for (const Row& r : rows) {
-    const double predicted = r.candidate.simulation.minibatch_ms;
-    const varuna::TimingSummary measured = varuna::Summarize(r.steps_ms);
-    const double error = (predicted - measured.median_ms) / measured.median_ms * 100;
+    const double predicted = r.predicted_ms;
+    const double measured = varuna::Summarize(r.run_ms).median_ms;
+    const double error = (predicted - measured) / measured * 100;
     worst = std::max(worst, std::abs(error));
+    std::vector<std::string> runs;
+    for (double ms : r.run_ms) runs.push_back(absl::StrFormat("%.0f", ms));
     std::cout << absl::StrFormat(
-        "| %d | %d | %d | %d | %s | %.1f | %.1f (%.1f-%.1f) | %+.1f%% | %.2fM, %.1f |\n",
+        "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %.2fM, %.1f |\n",
         r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
-        r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured.median_ms,
-        measured.min_ms, measured.max_ms, error,
-        LargestStageParameters(*profile, r.candidate) / 1e6, r.allreduce_ms);
+        r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured,
+        absl::StrJoin(runs, ", "), error, LargestStageParameters(*profile, r.candidate) / 1e6,
+        r.allreduce_ms);
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

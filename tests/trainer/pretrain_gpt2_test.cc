@@ -396,6 +396,7 @@ TEST_F(PretrainGpt2Test, BadInputsNameTheProblem) {
       {{"--profile-micro-batches=4-2"}, 2, "--profile-micro-batches=4-2: the range 4-2 is empty"},
       {{"--profile-micro-batches=1,0"}, 2, "micro-batch sizes must be at least 1"},
       {{"--profile-micro-batches=1,x"}, 2, "\"x\" is not a size or a range A-B"},
+      {{"--profile-rounds=0"}, 2, "--profile-rounds=0 must be >= 1"},
       {{"--data-path=" + dir_ + "/missing"}, 2, "--data-path: no dataset at " + dir_ + "/missing"},
       {{"--data-path", "0.5", data_, "0.5", dir_ + "/missing"},
        2,

@@ -215,6 +215,43 @@ std::vector<SegmentRange> BalancedPartition(const std::vector<double>& cost, int
   return ranges;
 }
 
+absl::StatusOr<SimulationResult> SimulateCandidate(const Profile& profile,
+                                                   const ClusterSpec& cluster,
+                                                   const AutoConfigOptions& options,
+                                                   const Candidate& candidate) {
+  if (absl::Status status = ValidateRequest(cluster, options); !status.ok()) return status;
+  if (absl::Status status = ValidateProfile(profile); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("auto-config: ", status.message()));
+  }
+  int next = 0;
+  for (const SegmentRange& range : candidate.stages) {
+    if (range.first != next || range.last < range.first) break;
+    next = range.last + 1;
+  }
+  if (candidate.stages.empty() || next != profile.num_segments ||
+      static_cast<int>(candidate.stages.size()) != candidate.pipeline_stages ||
+      candidate.data_parallel < 1 || candidate.num_micro_batches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auto-config: the candidate's ", candidate.stages.size(), " stage(s) ",
+                     FormatStages(candidate.stages), " (P=", candidate.pipeline_stages,
+                     ", D=", candidate.data_parallel, ", m=", candidate.num_micro_batches,
+                     ") do not split the profile's ", profile.num_segments,
+                     " segments in order, one range per stage: price a candidate of this model"));
+  }
+  for (int k = 0; k < profile.num_segments; ++k) {
+    if (profile.compute[k].count(candidate.micro_batch) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("auto-config: profile segment ", k, " has no measurement at micro-batch ",
+                       candidate.micro_batch, ": profile that size (--profile-micro-batches)"));
+    }
+  }
+  absl::StatusOr<SimulationInput> input =
+      BuildInput(profile, cluster, options.schedule, candidate.stages, candidate.data_parallel,
+                 candidate.micro_batch, candidate.num_micro_batches);
+  if (!input.ok()) return input.status();
+  return Simulate(*input);
+}
+
 absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profile,
                                                             const ClusterSpec& cluster,
                                                             const AutoConfigOptions& options,

@@ -95,6 +95,17 @@ absl::StatusOr<std::vector<Candidate>> SearchConfigurations(
     const Profile& profile, const ClusterSpec& cluster, const AutoConfigOptions& options,
     std::vector<std::string>* skipped = nullptr);
 
+// The simulation of `candidate`'s P, D, micro-batch size, micro-batch count and stage split on
+// `profile`, priced as SearchConfigurations prices it (memory is simulated, not checked): for
+// pricing a configuration chosen from one profile with another measurement of the same model.
+// InvalidArgument for a bad cluster or options (as SearchConfigurations), an invalid profile, or
+// a candidate whose stages do not cover the profile's segments in order; FailedPrecondition
+// naming what the profile lacks (the micro-batch size for a segment, a curve).
+absl::StatusOr<SimulationResult> SimulateCandidate(const Profile& profile,
+                                                   const ClusterSpec& cluster,
+                                                   const AutoConfigOptions& options,
+                                                   const Candidate& candidate);
+
 // A table of the first `rows` candidates: P, D, b, m, stage boundaries, predicted mini-batch
 // time, bubble, peak memory of the fullest stage.
 std::string FormatCandidates(const std::vector<Candidate>& candidates, int rows);

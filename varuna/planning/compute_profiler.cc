@@ -100,9 +100,9 @@ class SegmentProfiler {
 
   void Progress(const std::string& line) const {
     if (!options_.progress) return;
-    options_.progress(options_.rounds > 1 ? absl::StrFormat("round %d of %d: %s", round_ + 1,
-                                                            options_.rounds, line)
-                                          : line);
+    options_.progress(options_.rounds > 1
+                          ? absl::StrFormat("round %d of %d: %s", round_ + 1, options_.rounds, line)
+                          : line);
   }
 
   const StageBuilder& builder_;
@@ -147,7 +147,7 @@ void SegmentProfiler::LearnOutputs(int k, const std::vector<int>& sizes) {
 
 SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   const c10::Device device = options_.device;
-  const DeviceTimer timer(device);
+  DeviceTimer timer(device);
   const bool last = k == num_segments_ - 1;
   const TensorMap inputs = DeviceInputs(b);
   at::Tensor input_activation;
@@ -263,7 +263,7 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
   }
   if (parameters.empty()) return;
   // The median over timed_passes, after one untimed pass that allocates what the work needs.
-  const DeviceTimer timer(options_.device);
+  DeviceTimer timer(options_.device);
   auto median_ms = [&](const std::function<void()>& pass) {
     pass();
     std::vector<double> samples;

@@ -25,12 +25,12 @@
 // predictions 6-8% over the measured step); the profile keeps the median
 // over the timed passes (planning/timing_summary.h) with the spread (largest minus smallest)
 // and the pass count (with ProfilerOptions::rounds > 1 the whole sweep is repeated and the
-// median of the rounds' medians kept: MedianOfRounds). Why: one layer's kernels take well under a millisecond on a GPU, so host
-// clocks around a device synchronisation and a mean of a few passes let the synchronisation's
-// latency and one slow pass (an allocator call, a clock ramp) decide the number; the H100
-// profile of gpt2-355m had micro-batch 4 faster than 1 and a recompute twice its forward.
-// The settling pass runs the exact shapes once, so the caching allocator holds the blocks the
-// timed passes need. The cache is deliberately not emptied before timing: training runs with a
+// median of the rounds' medians kept: MedianOfRounds). Why: one layer's kernels take well under a
+// millisecond on a GPU, so host clocks around a device synchronisation and a mean of a few passes
+// let the synchronisation's latency and one slow pass (an allocator call, a clock ramp) decide the
+// number; the H100 profile of gpt2-355m had micro-batch 4 faster than 1 and a recompute twice its
+// forward. The settling pass runs the exact shapes once, so the caching allocator holds the blocks
+// the timed passes need. The cache is deliberately not emptied before timing: training runs with a
 // warm cache, and an emptied one would charge each timed pass cudaMalloc/cudaFree calls (which
 // synchronise the device) that a training step does not pay. It is emptied between segments
 // (and after out-of-memory errors), so that every segment starts from the same state.
@@ -117,8 +117,8 @@ using InputMaker = std::function<TensorMap(int micro_batch)>;
 // from `existing` (empty model and options.device.str() without it; the caller names them),
 // and no communication curves: merge it into `existing` with MergeProfile.
 // InvalidArgument naming the option for empty or non-positive sizes, a segment index out of
-// range, warmup_passes < 0, timed_passes < 1, rounds < 1, num_segments < 1, an unsupported dtype, or an
-// `existing` profile of another segment count or dtype; Internal naming the segment and size
+// range, warmup_passes < 0, timed_passes < 1, rounds < 1, num_segments < 1, an unsupported dtype,
+// or an `existing` profile of another segment count or dtype; Internal naming the segment and size
 // when the model throws (an out-of-memory error on CUDA is not an error, see above).
 absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_segments,
                                         const InputMaker& inputs, const ProfilerOptions& options,

@@ -84,7 +84,7 @@ double DeviceTimer::Time(const std::function<void()>& work) const {
       .count();
 }
 
-double DeviceTimer::TimeAhead(const std::function<void()>& work) const {
+double DeviceTimer::TimeAhead(const std::function<void()>& work) {
 #ifdef VARUNA_WITH_CUDA
   if (device_.is_cuda()) {
     double queueing_ms = 0;

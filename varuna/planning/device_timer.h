@@ -48,7 +48,7 @@ class DeviceTimer {
   // this queueing time (at least doubled, at most 50 ms). `work` should not wait for the device (no
   // item(), no synchronisation): its time is then right, but the spin is wasted. On the CPU the
   // same as Time().
-  double TimeAhead(const std::function<void()>& work) const;
+  double TimeAhead(const std::function<void()>& work);
 
   // Waits until every queued kernel of the device has finished (no-op on the CPU).
   void Synchronize() const;
@@ -56,7 +56,7 @@ class DeviceTimer {
  private:
   c10::Device device_;
   // About how long the host takes to queue a piece of work, from TimeAhead's recent calls.
-  mutable double queueing_hint_ms_ = 0.1;
+  double queueing_hint_ms_ = 0.1;
 };
 
 }  // namespace varuna

@@ -468,6 +468,55 @@ TEST(SearchConfigurationsErrorsTest, NothingFitsGivesSmallestPeakAndMemory) {
   EXPECT_THAT(result.status().message(), HasSubstr(std::to_string(memory / 2) + " bytes"));
 }
 
+TEST(SimulateCandidateTest, RepricesAChosenCandidateOnAnotherMeasurement) {
+  const Profile first = MakeProfile(4, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);
+  absl::StatusOr<std::vector<Candidate>> found =
+      SearchConfigurations(first, Cluster(1, 2), Options(8));
+  ASSERT_TRUE(found.ok()) << found.status();
+  for (const Candidate& c : *found) {
+    SCOPED_TRACE(
+        absl::StrFormat("P=%d D=%d b=%d", c.pipeline_stages, c.data_parallel, c.micro_batch));
+    // On the profile it was found with: the search's own simulation.
+    absl::StatusOr<SimulationResult> same = SimulateCandidate(first, Cluster(1, 2), Options(8), c);
+    ASSERT_TRUE(same.ok()) << same.status();
+    EXPECT_DOUBLE_EQ(same->minibatch_ms, c.simulation.minibatch_ms);
+    // On a measurement where every compute time doubled (hops, all-reduce unchanged): its stage
+    // split is kept, and it costs more.
+    Profile slower = first;
+    for (auto& segment : slower.compute) {
+      for (auto& [b, m] : segment) {
+        m.forward_ms *= 2;
+        m.recompute_ms *= 2;
+        m.backward_ms *= 2;
+      }
+    }
+    absl::StatusOr<SimulationResult> repriced =
+        SimulateCandidate(slower, Cluster(1, 2), Options(8), c);
+    ASSERT_TRUE(repriced.ok()) << repriced.status();
+    EXPECT_GT(repriced->minibatch_ms, c.simulation.minibatch_ms);
+    EXPECT_DOUBLE_EQ(repriced->stage_busy_ms[0], 2 * c.simulation.stage_busy_ms[0]);
+  }
+}
+
+TEST(SimulateCandidateTest, RefusesASplitOfAnotherModelAndAnUnmeasuredSize) {
+  const Profile profile = MakeProfile(4, {1, 2}, /*hop_ms=*/0.5, /*allreduce_ms=*/2);
+  Candidate c;
+  c.pipeline_stages = 2;
+  c.data_parallel = 1;
+  c.micro_batch = 2;
+  c.num_micro_batches = 4;
+  c.stages = Ranges({{0, 1}, {2, 2}});  // segment 3 left out
+  EXPECT_THAT(
+      std::string(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).status().message()),
+      HasSubstr("do not split the profile's 4 segments in order"));
+  c.stages = Ranges({{0, 1}, {2, 3}});
+  EXPECT_TRUE(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).ok());
+  c.micro_batch = 4;
+  EXPECT_THAT(
+      std::string(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).status().message()),
+      HasSubstr("profile segment 0 has no measurement at micro-batch 4"));
+}
+
 TEST(FormatCandidatesTest, ShowsTheRequestedRows) {
   const Profile profile = MakeProfile(4, {1, 2}, 0.5, 3);
   absl::StatusOr<std::vector<Candidate>> result =

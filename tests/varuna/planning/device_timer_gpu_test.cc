@@ -32,7 +32,7 @@ class DeviceTimerGpuTest : public testing::Test {
 };
 
 TEST_F(DeviceTimerGpuTest, TimeAheadLeavesOutTheDevicesWaitForTheHost) {
-  const DeviceTimer timer(c10::Device(c10::kCUDA, 0));
+  DeviceTimer timer(c10::Device(c10::kCUDA, 0));
   (void)timer.Time([] { Spin(5.0); });  // the clocks ramp up
   const double spin = timer.Time([] { Spin(5.0); });
   ASSERT_GT(spin, 1.0);
@@ -52,7 +52,7 @@ TEST_F(DeviceTimerGpuTest, TimeAheadLeavesOutTheDevicesWaitForTheHost) {
 }
 
 TEST_F(DeviceTimerGpuTest, TimeAheadIsAtLeastTheHostsQueueing) {
-  const DeviceTimer timer(c10::Device(c10::kCUDA, 0));
+  DeviceTimer timer(c10::Device(c10::kCUDA, 0));
   const at::Tensor x = at::zeros({16}, at::TensorOptions().device(at::kCUDA));
   // Host-bound: 4 ms of host time around one tiny kernel.
   const double ms = timer.TimeAhead([&] {

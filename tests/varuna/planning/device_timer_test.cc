@@ -24,7 +24,7 @@ TEST(DeviceTimerTest, TimesTheWorkOnTheCpu) {
 }
 
 TEST(DeviceTimerTest, TimeAheadIsTheHostsTimeOnTheCpu) {
-  const DeviceTimer timer(c10::Device(c10::kCPU));
+  DeviceTimer timer(c10::Device(c10::kCPU));
   const double ms =
       timer.TimeAhead([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
   EXPECT_GE(ms, 19.0);
