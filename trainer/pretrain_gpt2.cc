@@ -310,8 +310,9 @@ int Fail(const absl::Status& status, int code) {
 }  // namespace trainer
 
 int main(int argc, char** argv) {
-  // Before anything allocates: freed host memory stays for the next step (host_malloc.h).
-  trainer::KeepFreedHostMemory(std::getenv("GLIBC_TUNABLES"));
+  // Before training allocates: freed host memory stays for the next step (host_malloc.h). Where
+  // the user set malloc's thresholds, theirs stand (the result says which; nothing to log).
+  trainer::KeepFreedHostMemory([](const char* name) { return std::getenv(name); });
   const std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<trainer::TrainerArguments> arguments = trainer::ParseArguments(args);
   if (!arguments.ok()) return trainer::Fail(arguments.status(), 2);

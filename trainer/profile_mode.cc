@@ -314,26 +314,45 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
   absl::StatusOr<varuna::Profile> measured =
       EmptyProfile(model, options.device_name, dtype, config.num_layers);
   if (every_rank) {
-    // One segment at a time, the ranks starting it together; a failure on any rank stops all.
-    for (int k : mine) {
-      const absl::Status ready = agree(absl::StrCat("segment-", k), measured.status());
-      if (!ready.ok()) {
-        if (measured.ok()) measured = ready;
-        break;
+    // One segment at a time, the ranks starting it together, and every segment once per round
+    // (so that the rounds are spread over the run as without --profile-every-rank); a failure on
+    // any rank stops all, at the next agreement, which every rank reaches.
+    absl::Status local = measured.status();
+    bool stopped = false;
+    std::vector<varuna::Profile> rounds;
+    for (int round = 0; round < options.rounds && !stopped; ++round) {
+      varuna::Profile this_round =
+          EmptyProfile(model, options.device_name, dtype, config.num_layers);
+      for (int k : mine) {
+        const absl::Status ready = agree(absl::StrCat("segment-", k, "-round-", round), local);
+        if (!ready.ok()) {
+          local = ready;
+          stopped = true;
+          break;
+        }
+        varuna::ProfilerOptions one = profiler;
+        one.segments = {k};
+        one.rounds = 1;
+        absl::StatusOr<varuna::Profile> part =
+            varuna::ProfileSegments(builder, config.num_layers, inputs, one, base);
+        if (!part.ok()) {
+          local = part.status();
+          continue;  // to the next agreement, which reports it to every rank
+        }
+        part->model = model;
+        part->device = options.device_name;
+        if (absl::Status status = varuna::MergeProfile(*part, this_round); !status.ok()) {
+          local = status;
+        }
       }
-      varuna::ProfilerOptions one = profiler;
-      one.segments = {k};
-      absl::StatusOr<varuna::Profile> part =
-          varuna::ProfileSegments(builder, config.num_layers, inputs, one, base);
-      if (!part.ok()) {
-        measured = part.status();
-        continue;  // to the next agreement, which reports it to every rank
-      }
-      part->model = model;
-      part->device = options.device_name;
-      if (absl::Status status = varuna::MergeProfile(*part, *measured); !status.ok()) {
-        measured = status;
-      }
+      if (local.ok()) rounds.push_back(std::move(this_round));
+    }
+    if (!local.ok()) {
+      measured = local;
+    } else if (rounds.size() == 1) {
+      measured = std::move(rounds.front());
+    } else {
+      measured = varuna::MedianOfRounds(rounds);
     }
   } else if (!mine.empty()) {
     measured = varuna::ProfileSegments(builder, config.num_layers, inputs, profiler, base);

@@ -101,10 +101,11 @@ std::optional<int> ParseOptions(int argc, char** argv, Options& options) {
   parser.Add("steps", &options.steps, "training steps per configuration and repeat", "16");
   parser.Add("skip", &options.skip,
              "first steps of each run left out of the median (warm-up, allocator growth)", "4");
-  parser.Add("repeats", &options.repeats,
-             "runs of each configuration (every configuration once, then again, ...), the fastest "
-             "run's median step kept",
-             "3");
+  parser.Add(
+      "repeats", &options.repeats,
+      "runs of each configuration (every configuration once, then again, ...), the median of "
+      "the runs' median steps kept",
+      "3");
   parser.Add("global-batch", &options.global_batch, "sequences per step, all replicas together",
              "16");
   parser.Add("per-layout", &options.per_layout, "candidates per (P, D) layout", "2");

@@ -123,6 +123,19 @@ TEST_F(ProfileModeTest, ProfileSegmentsMeasuresOnlyThoseAndTheRestLater) {
   EXPECT_EQ(fs::last_write_time(dir_ + "/profile/profile.json"), written);
 }
 
+TEST_F(ProfileModeTest, RoundsRepeatTheMeasurementAndKeepTheMedian) {
+  Result r = Run(Plus(Profiling("1"), {"--profile-rounds=2"}), "rounds");
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("round 1 of 2: segment 0 of 2, micro-batch 1: forward"));
+  EXPECT_THAT(r.exit.output, HasSubstr("round 2 of 2: segment 1 of 2, micro-batch 1: forward"));
+  absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(dir_ + "/profile");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(profile->compute[k].at(1).timed_passes, 2 * 7) << k;  // 7 timed passes a round
+    EXPECT_GT(profile->statics[k].gradient_ms, 0) << k;
+  }
+}
+
 // Under the launcher, 2 processes share the segments of a 3-layer model (rank 0 measures
 // segments 0 and 2, rank 1 segment 1), measure the communication curves (both on one node:
 // sends within a node, an all-reduce ring of 2) and leave one profile behind.

@@ -225,7 +225,10 @@ absl::StatusOr<SimulationResult> SimulateCandidate(const Profile& profile,
   }
   int next = 0;
   for (const SegmentRange& range : candidate.stages) {
-    if (range.first != next || range.last < range.first) break;
+    if (range.first != next || range.last < range.first) {
+      next = -1;  // out of order, overlapping or empty: never the segment count
+      break;
+    }
     next = range.last + 1;
   }
   if (candidate.stages.empty() || next != profile.num_segments ||
@@ -245,11 +248,25 @@ absl::StatusOr<SimulationResult> SimulateCandidate(const Profile& profile,
                        candidate.micro_batch, ": profile that size (--profile-micro-batches)"));
     }
   }
+  const int gpus = cluster.nodes * cluster.gpus_per_node;
+  if (candidate.pipeline_stages * candidate.data_parallel > gpus) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auto-config: the candidate's P=", candidate.pipeline_stages,
+                     " x D=", candidate.data_parallel, " needs more GPUs than the cluster's ", gpus,
+                     ": price it on a cluster of at least P x D GPUs"));
+  }
   absl::StatusOr<SimulationInput> input =
       BuildInput(profile, cluster, options.schedule, candidate.stages, candidate.data_parallel,
                  candidate.micro_batch, candidate.num_micro_batches);
   if (!input.ok()) return input.status();
-  return Simulate(*input);
+  absl::StatusOr<SimulationResult> result = Simulate(*input);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat("auto-config: simulating P=", candidate.pipeline_stages,
+                                     " D=", candidate.data_parallel, " b=", candidate.micro_batch,
+                                     ": ", result.status().message()));
+  }
+  return result;
 }
 
 absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profile,

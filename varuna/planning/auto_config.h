@@ -98,8 +98,9 @@ absl::StatusOr<std::vector<Candidate>> SearchConfigurations(
 // The simulation of `candidate`'s P, D, micro-batch size, micro-batch count and stage split on
 // `profile`, priced as SearchConfigurations prices it (memory is simulated, not checked): for
 // pricing a configuration chosen from one profile with another measurement of the same model.
-// InvalidArgument for a bad cluster or options (as SearchConfigurations), an invalid profile, or
-// a candidate whose stages do not cover the profile's segments in order; FailedPrecondition
+// InvalidArgument for a bad cluster or options (as SearchConfigurations), an invalid profile, a
+// candidate whose stages do not cover the profile's segments in order (one contiguous range per
+// stage), or one that needs more than the cluster's GPUs; FailedPrecondition
 // naming what the profile lacks (the micro-batch size for a segment, a curve).
 absl::StatusOr<SimulationResult> SimulateCandidate(const Profile& profile,
                                                    const ClusterSpec& cluster,

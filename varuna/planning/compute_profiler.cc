@@ -333,7 +333,7 @@ absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& size
                                               " failed: ", comm::OneLineMessage(e)));
     }
     profile.compute[static_cast<size_t>(k)][b] = m;
-    ++done_pairs_;
+    done_pairs_ = std::min(done_pairs_ + 1, total_pairs_);  // a size skipped in an earlier round
     const double elapsed_s = MillisecondsSince(start_) / 1e3;
     const double left_s = elapsed_s / done_pairs_ * std::max(0, total_pairs_ - done_pairs_);
     Progress(absl::StrFormat(
@@ -476,7 +476,7 @@ absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds) {
         round.statics.size() != rounds.front().statics.size()) {
       return Invalid(absl::StrCat("MedianOfRounds: a round has ", round.num_segments,
                                   " segments where the first has ", rounds.front().num_segments,
-                                  ": combine rounds of one profiling run only"));
+                                  ": combine profiles of one model only"));
     }
   }
   // The median of one time over the rounds, and its spread: the largest of the rounds' spreads
@@ -517,11 +517,14 @@ absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds) {
       combined[b] = m;
     }
     result.compute[k] = std::move(combined);
+    // Over the rounds that measured the step work (one that ran out of memory left it 0).
     std::vector<double> gradient, bucket, optimizer;
     for (const Profile& round : rounds) {
-      gradient.push_back(round.statics[k].gradient_ms);
-      bucket.push_back(round.statics[k].bucket_ms);
-      optimizer.push_back(round.statics[k].optimizer_ms);
+      const SegmentStatic& s = round.statics[k];
+      if (s.gradient_ms == 0 && s.bucket_ms == 0 && s.optimizer_ms == 0) continue;
+      gradient.push_back(s.gradient_ms);
+      bucket.push_back(s.bucket_ms);
+      optimizer.push_back(s.optimizer_ms);
     }
     result.statics[k].gradient_ms = Summarize(gradient).median_ms;
     result.statics[k].bucket_ms = Summarize(bucket).median_ms;

@@ -100,8 +100,9 @@ struct ProfilerOptions {
   // Whether to time each segment's step work (gradient_ms, bucket_ms, optimizer_ms; it needs
   // the segment's fp32 masters and Adam moments); false leaves them 0.
   bool measure_step_work = true;
-  // Called with one line per measured (segment, size), with its times and an estimate of the
-  // time left, and with a line for each size skipped after an out-of-memory error. May be empty.
+  // Called with one line per measured (segment, size) and round ("round i of N: " first when
+  // rounds > 1), with its times and an estimate of the time left, and with a line for each size
+  // skipped after an out-of-memory error. May be empty.
   std::function<void(const std::string&)> progress;
 };
 
@@ -131,9 +132,11 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
 // of the range of the rounds' times, timed_passes the sum, activation_memory_bytes the largest,
 // output_bytes and stash_bytes the first round's; a size missing from any round (it ran out of
 // memory there) is left out. Per segment, gradient_ms, bucket_ms and optimizer_ms are the
-// medians of the rounds' (parameter_count and state_bytes the first round's). Everything else
+// medians of the rounds' that measured them (all three 0: out of memory there; none: 0), and
+// parameter_count and state_bytes the first round's. Everything else
 // (model, device, dtype, curves, joins) is the first round's. InvalidArgument for no rounds, or
-// rounds of different segment counts.
+// rounds of different segment counts. Also combines separate profiles of one model (as
+// simulator_accuracy does).
 absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds);
 
 // Profiles all `num_segments` segments of the model as ONE stage (builder({0, num_segments - 1})),

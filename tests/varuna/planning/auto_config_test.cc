@@ -509,8 +509,23 @@ TEST(SimulateCandidateTest, RefusesASplitOfAnotherModelAndAnUnmeasuredSize) {
   EXPECT_THAT(
       std::string(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).status().message()),
       HasSubstr("do not split the profile's 4 segments in order"));
+  c.stages = Ranges({{0, 3}, {0, 3}});  // every segment twice
+  EXPECT_THAT(
+      std::string(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).status().message()),
+      HasSubstr("do not split the profile's 4 segments in order"));
+  c.pipeline_stages = 3;
+  c.stages = Ranges({{0, 1}, {2, 3}, {1, 3}});
+  EXPECT_THAT(
+      std::string(SimulateCandidate(profile, Cluster(1, 3), Options(8), c).status().message()),
+      HasSubstr("do not split the profile's 4 segments in order"));
+  c.pipeline_stages = 2;
   c.stages = Ranges({{0, 1}, {2, 3}});
   EXPECT_TRUE(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).ok());
+  c.data_parallel = 2;
+  EXPECT_THAT(
+      std::string(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).status().message()),
+      HasSubstr("P=2 x D=2 needs more GPUs than the cluster's 2"));
+  c.data_parallel = 1;
   c.micro_batch = 4;
   EXPECT_THAT(
       std::string(SimulateCandidate(profile, Cluster(1, 2), Options(8), c).status().message()),

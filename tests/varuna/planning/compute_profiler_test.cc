@@ -458,6 +458,15 @@ TEST(MedianOfRoundsTest, ALargerSpreadWithinARoundIsKeptAndTwoRoundsAverage) {
   EXPECT_DOUBLE_EQ(combined->statics[0].gradient_ms, 2);
 }
 
+TEST(MedianOfRoundsTest, AStepWorkLeftUnmeasuredInARoundIsLeftOut) {
+  Profile out_of_memory = Round(10, 0, 1, 0);  // gradient_ms and optimizer_ms 0
+  absl::StatusOr<Profile> combined =
+      MedianOfRounds({Round(10, 0, 1, 3), out_of_memory, Round(10, 0, 1, 5)});
+  ASSERT_TRUE(combined.ok()) << combined.status();
+  EXPECT_DOUBLE_EQ(combined->statics[0].gradient_ms, 4);  // of 3 and 5, not 0, 3 and 5
+  EXPECT_DOUBLE_EQ(combined->statics[0].optimizer_ms, 8);
+}
+
 TEST(MedianOfRoundsTest, ASizeMissingFromARoundIsLeftOut) {
   absl::StatusOr<Profile> combined =
       MedianOfRounds({Round(10, 0, 1, 1), Round(10, 0, 1, 1, /*with_two=*/false)});
