@@ -333,6 +333,11 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
         varuna::ProfilerOptions one = profiler;
         one.segments = {k};
         one.rounds = 1;
+        if (options.rounds > 1) {
+          one.progress = [&log, round, rounds = options.rounds](const std::string& line) {
+            log.Info(absl::StrFormat("round %d of %d: %s", round + 1, rounds, line));
+          };
+        }
         absl::StatusOr<varuna::Profile> part =
             varuna::ProfileSegments(builder, config.num_layers, inputs, one, base);
         if (!part.ok()) {
