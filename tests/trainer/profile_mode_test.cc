@@ -22,6 +22,21 @@ class ProfileModeTest : public TrainerTest {
     return Plus(TinyModel(), {"--profiling", "--profile-micro-batches=" + sizes,
                               "--profile-dir=" + dir_ + "/profile"});
   }
+
+  // Profiling("1,2") of a 3-layer model, for two launched processes (kTwoProcesses).
+  std::vector<std::string> ThreeLayersAtSizesOneAndTwo() const {
+    std::vector<std::string> flags;
+    for (const std::string& flag : Profiling("1,2")) {
+      if (flag != "--num-layers=2" && flag != "--batch-size=4") flags.push_back(flag);
+    }
+    flags.push_back("--num-layers=3");
+    return flags;
+  }
+
+  // The launcher's flags for two processes on one node.
+  const std::vector<std::string> kTwoProcesses = {"--nstages=1",     "--gpus_per_node=2",
+                                                  "--batch_size=2",  "--chunk_size=1",
+                                                  "--master_port=0", "--grace_seconds=5"};
 };
 
 TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
@@ -140,15 +155,8 @@ TEST_F(ProfileModeTest, RoundsRepeatTheMeasurementAndKeepTheMedian) {
 // segments 0 and 2, rank 1 segment 1), measure the communication curves (both on one node:
 // sends within a node, an all-reduce ring of 2) and leave one profile behind.
 TEST_F(ProfileModeTest, LaunchedRanksShareTheSegmentsAndMeasureCommunication) {
-  std::vector<std::string> flags;
-  for (const std::string& flag : Profiling("1,2")) {
-    if (flag != "--num-layers=2" && flag != "--batch-size=4") flags.push_back(flag);
-  }
-  flags.push_back("--num-layers=3");
-  const std::vector<std::string> launcher = {"--nstages=1",     "--gpus_per_node=2",
-                                             "--batch_size=2",  "--chunk_size=1",
-                                             "--master_port=0", "--grace_seconds=5"};
-  Result r = Run(flags, "launched", launcher);
+  const std::vector<std::string> flags = ThreeLayersAtSizesOneAndTwo();
+  Result r = Run(flags, "launched", kTwoProcesses);
   ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
   EXPECT_THAT(r.exit.output, HasSubstr("shared among 2 processes (rank 0 measures 2)"));
   EXPECT_THAT(r.exit.output, HasSubstr("profile written to " + dir_ + "/profile in "));
@@ -197,7 +205,7 @@ TEST_F(ProfileModeTest, LaunchedRanksShareTheSegmentsAndMeasureCommunication) {
   // Another model's profile is refused (every rank exits non-zero; the launcher stops the others
   // once one has failed), and the profile is left as it was.
   const auto written = fs::last_write_time(dir_ + "/profile/profile.json");
-  r = Run(Plus(flags, {"--hidden-size=64"}), "other_model", launcher);
+  r = Run(Plus(flags, {"--hidden-size=64"}), "other_model", kTwoProcesses);
   EXPECT_TRUE(r.exit.exited) << Describe(r);
   EXPECT_NE(r.exit.code, 0) << Describe(r);
   EXPECT_THAT(r.exit.output, HasSubstr("pretrain_gpt2: error: the profile in "));
@@ -210,16 +218,8 @@ TEST_F(ProfileModeTest, LaunchedRanksShareTheSegmentsAndMeasureCommunication) {
 // rank 0's measurements make the profile, whose parameter counts (and the gradient sizes the
 // all-reduce curve is measured at) are each segment's once, not once per rank.
 TEST_F(ProfileModeTest, EveryRankMeasuresEverySegmentAndRankZerosAreKept) {
-  std::vector<std::string> flags;
-  for (const std::string& flag : Profiling("1,2")) {
-    if (flag != "--num-layers=2" && flag != "--batch-size=4") flags.push_back(flag);
-  }
-  flags.push_back("--num-layers=3");
-  flags.push_back("--profile-every-rank");
-  const std::vector<std::string> launcher = {"--nstages=1",     "--gpus_per_node=2",
-                                             "--batch_size=2",  "--chunk_size=1",
-                                             "--master_port=0", "--grace_seconds=5"};
-  Result r = Run(flags, "every_rank", launcher);
+  Result r = Run(Plus(ThreeLayersAtSizesOneAndTwo(), {"--profile-every-rank"}), "every_rank",
+                 kTwoProcesses);
   ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
   EXPECT_THAT(r.exit.output, HasSubstr("each measured by all 2 processes at once (rank 0's kept)"));
   absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(dir_ + "/profile");

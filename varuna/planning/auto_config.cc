@@ -163,6 +163,18 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   return input;
 }
 
+// Simulate(input), its error naming the configuration P x D at micro-batch size b.
+absl::StatusOr<SimulationResult> SimulateConfiguration(const SimulationInput& input, int p, int d,
+                                                       int b) {
+  absl::StatusOr<SimulationResult> result = Simulate(input);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat("auto-config: simulating P=", p, " D=", d, " b=", b, ": ",
+                                     result.status().message()));
+  }
+  return result;
+}
+
 int64_t LargestPeak(const SimulationResult& result) {
   int64_t peak = 0;
   for (int64_t bytes : result.peak_memory_bytes) peak = std::max(peak, bytes);
@@ -259,14 +271,8 @@ absl::StatusOr<SimulationResult> SimulateCandidate(const Profile& profile,
       BuildInput(profile, cluster, options.schedule, candidate.stages, candidate.data_parallel,
                  candidate.micro_batch, candidate.num_micro_batches);
   if (!input.ok()) return input.status();
-  absl::StatusOr<SimulationResult> result = Simulate(*input);
-  if (!result.ok()) {
-    return absl::Status(result.status().code(),
-                        absl::StrCat("auto-config: simulating P=", candidate.pipeline_stages,
-                                     " D=", candidate.data_parallel, " b=", candidate.micro_batch,
-                                     ": ", result.status().message()));
-  }
-  return result;
+  return SimulateConfiguration(*input, candidate.pipeline_stages, candidate.data_parallel,
+                               candidate.micro_batch);
 }
 
 absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profile,
@@ -325,12 +331,8 @@ absl::StatusOr<std::vector<Candidate>> SearchConfigurations(const Profile& profi
         break;
       }
       if (!input.ok()) return input.status();
-      absl::StatusOr<SimulationResult> result = Simulate(*input);
-      if (!result.ok()) {
-        return absl::Status(result.status().code(),
-                            absl::StrCat("auto-config: simulating P=", p, " D=", d, " b=", b, ": ",
-                                         result.status().message()));
-      }
+      absl::StatusOr<SimulationResult> result = SimulateConfiguration(*input, p, d, b);
+      if (!result.ok()) return result.status();
       ++simulated;
       const int64_t peak = LargestPeak(*result);
       if (static_cast<double>(peak) > available) {

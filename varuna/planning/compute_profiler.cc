@@ -479,13 +479,20 @@ absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds) {
                                   ": combine profiles of one model only"));
     }
   }
-  // The median of one time over the rounds, and its spread: the largest of the rounds' spreads
-  // and of the range of their times.
-  auto combine = [](const std::vector<double>& times, const std::vector<double>& spreads,
-                    double& time, double& spread) {
-    const TimingSummary summary = Summarize(times);
-    time = summary.median_ms;
-    spread = std::max(summary.spread_ms(), *std::max_element(spreads.begin(), spreads.end()));
+  // Into `m`, one time's median over the measurements `all` and its spread: the largest of their
+  // spreads and of the range of their times.
+  using Field = double SegmentMeasurement::*;
+  auto combine = [](const std::vector<const SegmentMeasurement*>& all, Field time, Field spread,
+                    SegmentMeasurement& m) {
+    std::vector<double> times;
+    double largest_spread = 0;
+    for (const SegmentMeasurement* one : all) {
+      times.push_back(one->*time);
+      largest_spread = std::max(largest_spread, one->*spread);
+    }
+    const TimingSummary summary = Summarize(std::move(times));
+    m.*time = summary.median_ms;
+    m.*spread = std::max(summary.spread_ms(), largest_spread);
   };
   Profile result = rounds.front();
   for (size_t k = 0; k < result.compute.size(); ++k) {
@@ -498,22 +505,15 @@ absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds) {
       }
       if (all.size() != rounds.size()) continue;  // out of memory in some round
       SegmentMeasurement m = first;
-      std::vector<double> f, r, bw, f_spread, r_spread, bw_spread;
       m.timed_passes = 0;
       for (const SegmentMeasurement* one : all) {
-        f.push_back(one->forward_ms);
-        r.push_back(one->recompute_ms);
-        bw.push_back(one->backward_ms);
-        f_spread.push_back(one->forward_spread_ms);
-        r_spread.push_back(one->recompute_spread_ms);
-        bw_spread.push_back(one->backward_spread_ms);
         m.timed_passes += one->timed_passes;
         m.activation_memory_bytes =
             std::max(m.activation_memory_bytes, one->activation_memory_bytes);
       }
-      combine(f, f_spread, m.forward_ms, m.forward_spread_ms);
-      combine(r, r_spread, m.recompute_ms, m.recompute_spread_ms);
-      combine(bw, bw_spread, m.backward_ms, m.backward_spread_ms);
+      combine(all, &SegmentMeasurement::forward_ms, &SegmentMeasurement::forward_spread_ms, m);
+      combine(all, &SegmentMeasurement::recompute_ms, &SegmentMeasurement::recompute_spread_ms, m);
+      combine(all, &SegmentMeasurement::backward_ms, &SegmentMeasurement::backward_spread_ms, m);
       combined[b] = m;
     }
     result.compute[k] = std::move(combined);
