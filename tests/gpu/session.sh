@@ -18,6 +18,8 @@
 #                           second-ranked candidate run too (did the ranking hold?), the planned
 #                           memory against training's peak (within 10%); then
 #                           the per-segment profile against one stage (stage_overhead)
+#   session.sh planning_8_3b_layers  the same checks on 4 layers of gpt2-8.3b's shape (about
+#                           one stage of its plans)
 #   session.sh plan_8_3b    profile gpt2-8.3b on this GPU, one segment at a time, and dry-run
 #                           plans for 8-64 GPUs
 #   session.sh throughput [PRESET]  the C++ engine against PyTorch under torch.compile (bf16),
@@ -114,9 +116,9 @@ train() {
 # the launcher choose from the profile for one GPU and a global batch of 32, trains 30
 # iterations, and compares the launcher's predicted step time with the measured median (within
 # 5%). Then trains the launcher's second-ranked candidate the same way (planning_ranking and
-# planning_memory read both runs).
+# planning_memory read both runs). The runs go to $results/$PLANNING_NAME (default planning).
 prediction_error() {
-  local dir=$results/planning
+  local dir=$results/${PLANNING_NAME:-planning}
   rm -rf "$dir" && mkdir -p "$dir"
   local model=(--preset=gpt2-355m --bf16 "$@")
   local train=(--train-iters=30 --log-interval=1 --eval-interval=0)
@@ -282,6 +284,16 @@ phase_planning() {
     --micro-batch=16 --attention=sdpa
 }
 
+# The planning checks on gpt2-8.3b's layer shape (hidden 3072, 32 heads), 4 layers deep so that
+# one process trains it: about the size of one stage of the 8.3B plans (P = 16 puts 4 or 5 of
+# its 72 layers on a stage); the predicted step time and the planned memory against training's.
+phase_planning_8_3b_layers() {
+  local flags=(--num-layers=4 --hidden-size=3072 --num-attention-heads=32)
+  PLANNING_NAME=planning_8_3b_layers check planning_8_3b_layers_prediction prediction_error \
+    "${flags[@]}"
+  check planning_8_3b_layers_memory planning_report memory "$results/planning_8_3b_layers"
+}
+
 phase_plan_8_3b() {
   check plan_8_3b plan_8_3b
 }
@@ -368,12 +380,15 @@ trap archive EXIT
 
 phase=${1:-}
 case "$phase" in
-  tests | parity | determinism | kernels | training | planning | plan_8_3b) "phase_$phase" ;;
+  tests | parity | determinism | kernels | training | planning | planning_8_3b_layers | \
+    plan_8_3b)
+    "phase_$phase"
+    ;;
   throughput) phase_throughput "${2:-}" ;;
   fusions) phase_fusions "${2:-}" ;;
   fp8) phase_fp8 "${2:-}" ;;
   all)
-    for p in tests parity determinism kernels training planning plan_8_3b; do
+    for p in tests parity determinism kernels training planning planning_8_3b_layers plan_8_3b; do
       "phase_$p"
       archive  # after each phase too: a call cut off at its limit still leaves the rest
     done
@@ -385,7 +400,7 @@ case "$phase" in
   report) report || status=1 ;;
   *)
     echo "usage: session.sh tests | parity | determinism | kernels | training | planning |" \
-      "plan_8_3b |" \
+      "planning_8_3b_layers | plan_8_3b |" \
       "throughput [PRESET] | fusions [PRESET] | fp8 [PRESET] | all | report" >&2
     exit 2
     ;;

@@ -100,7 +100,14 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       costs.forward_ms += measured.forward_ms;
       costs.backward_ms += measured.backward_ms;
       costs.recompute_ms += measured.recompute_ms;
-      costs.activation_bytes += measured.activation_memory_bytes;
+      // What the graph keeps (every segment's, for each micro-batch held) and the backward's
+      // working memory on top (one segment's at a time). A profile without the split (written
+      // before it was measured) counts each segment's whole peak as kept.
+      const int64_t kept = measured.graph_memory_bytes > 0 ? measured.graph_memory_bytes
+                                                           : measured.activation_memory_bytes;
+      costs.activation_bytes += kept;
+      costs.working_bytes =
+          std::max(costs.working_bytes, measured.activation_memory_bytes - kept);
       costs.static_bytes += profile.statics[k].state_bytes;
       optimizer_ms += profile.statics[k].optimizer_ms;
       costs.gradient_ms +=

@@ -20,7 +20,9 @@
 //     optimizer_ms) the largest over stages of the sum of its segments' optimizer_ms (the
 //     stages step in parallel; 0 for profiles without it);
 //   - memory: a stage's static bytes are its segments' state_bytes, its graph the sum of its
-//     segments' activation_memory_bytes, its stash the first segment's stash_bytes; a
+//     segments' graph_memory_bytes (activation_memory_bytes where a profile lacks it), its
+//     working memory the largest of its segments' activation_memory_bytes - graph_memory_bytes,
+//     its stash the first segment's stash_bytes; a
 //     candidate whose simulated peak on any stage exceeds the GPU memory (times
 //     `memory_fraction`) is dropped.
 // Candidates come back fastest first (ties: smaller peak, then fewer stages, then smaller b).

@@ -167,8 +167,10 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   // R and B of one micro-batch, each timed by `timer` into the given sample (when not null).
   // R is the executor's recompute task (pipeline/stage_executor.cc): capture the live random
   // state, restore the one saved before F, forward with a graph, put the live state back.
+  // `between`, when given, runs after R and before B (the memory measurement reads the level).
   auto recompute_and_backward = [&](const RngState& before_forward, double* recompute_ms,
-                                    double* backward_ms) {
+                                    double* backward_ms,
+                                    const std::function<void()>& between = nullptr) {
     const at::Tensor activation = leaf();
     at::Tensor out;
     const double r = timer.TimeAhead([&] {
@@ -182,6 +184,7 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
     if (!last) m.output_bytes = Bytes(out);
     if (!outputs_.count({k, b}))
       outputs_[{k, b}] = OutputSpec{out.sizes().vec(), out.scalar_type()};
+    if (between) between();
     const double bw = timer.TimeAhead([&] {
       if (last) {
         out.backward();
@@ -227,24 +230,30 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   m.recompute_spread_ms = r.spread_ms();
   m.backward_spread_ms = bw.spread_ms();
 
-  // Activation memory: one more R + B, counted from the level before it.
+  // Activation memory: one more R + B, counted from the level before it: the peak during it,
+  // and the level between R and B (what the graph keeps until its backward).
   const RngState now = RngState::Capture(device);
 #ifdef VARUNA_WITH_CUDA
   if (device.is_cuda()) {
     namespace cca = c10::cuda::CUDACachingAllocator;
     constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    auto allocated = [&] {
+      return cca::getDeviceStats(device.index()).allocated_bytes[kAggregate];
+    };
     timer.Synchronize();
-    const int64_t before = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].current;
+    const int64_t before = allocated().current;
     cca::resetPeakStats(device.index());
-    recompute_and_backward(now, nullptr, nullptr);
+    recompute_and_backward(now, nullptr, nullptr, [&] {
+      m.graph_memory_bytes = std::max<int64_t>(0, allocated().current - before);
+    });
     timer.Synchronize();
-    const int64_t peak = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].peak;
-    m.activation_memory_bytes = std::max<int64_t>(0, peak - before);
+    m.activation_memory_bytes = std::max<int64_t>(0, allocated().peak - before);
   }
 #endif
   if (!device.is_cuda()) {
     CpuAllocationCounter counter;
-    recompute_and_backward(now, nullptr, nullptr);
+    recompute_and_backward(now, nullptr, nullptr,
+                           [&] { m.graph_memory_bytes = counter.current_bytes(); });
     m.activation_memory_bytes = counter.peak_bytes();
   }
 
@@ -510,6 +519,7 @@ absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds) {
         m.timed_passes += one->timed_passes;
         m.activation_memory_bytes =
             std::max(m.activation_memory_bytes, one->activation_memory_bytes);
+        m.graph_memory_bytes = std::max(m.graph_memory_bytes, one->graph_memory_bytes);
       }
       combine(all, &SegmentMeasurement::forward_ms, &SegmentMeasurement::forward_spread_ms, m);
       combine(all, &SegmentMeasurement::recompute_ms, &SegmentMeasurement::recompute_spread_ms, m);

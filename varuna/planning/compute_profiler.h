@@ -35,7 +35,10 @@
 // synchronise the device) that a training step does not pay. It is emptied between segments
 // (and after out-of-memory errors), so that every segment starts from the same state.
 // Then one more R + B measures activation_memory_bytes: the peak bytes allocated during it above
-// the level before it (CUDA: the caching allocator's statistics; CPU: a CpuAllocationCounter).
+// the level before it (CUDA: the caching allocator's statistics; CPU: a CpuAllocationCounter),
+// and graph_memory_bytes: the level between R and B above the same (the graph's saved tensors
+// and the output, which a stage keeps per micro-batch until its backward; the rest of the peak
+// is working memory that one segment's backward needs at a time).
 // Parameter gradients exist by then (the warm-up made them), so they are not part of it: they are
 // in the statics.
 //   output_bytes  bytes of the segment's output (0 for the last segment);
@@ -129,8 +132,8 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
 // ProfileSegments returns it: per segment and micro-batch size measured in every round,
 // forward_ms, recompute_ms and backward_ms are the medians of the rounds' (TimingSummary: for
 // an even count the mean of the middle two), each spread the largest of the rounds' spreads and
-// of the range of the rounds' times, timed_passes the sum, activation_memory_bytes the largest,
-// output_bytes and stash_bytes the first round's; a size missing from any round (it ran out of
+// of the range of the rounds' times, timed_passes the sum, activation_memory_bytes and
+// graph_memory_bytes each the largest, output_bytes and stash_bytes the first round's; a size missing from any round (it ran out of
 // memory there) is left out. Per segment, gradient_ms, bucket_ms and optimizer_ms are the
 // medians of the rounds' that measured them (all three 0: out of memory there; none: 0), and
 // parameter_count and state_bytes the first round's. Everything else

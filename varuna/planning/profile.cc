@@ -99,6 +99,7 @@ Value SegmentJson(const Profile& p, int k) {
     entry["activation_memory_bytes"] = m.activation_memory_bytes;
     entry["output_bytes"] = m.output_bytes;
     entry["stash_bytes"] = m.stash_bytes;
+    if (m.graph_memory_bytes > 0) entry["graph_memory_bytes"] = m.graph_memory_bytes;
     // Only where known, so that a profile read from older files writes back the same files.
     if (m.timed_passes > 0) {
       entry["timed_passes"] = m.timed_passes;
@@ -256,6 +257,13 @@ absl::Status ReadSegment(const Value& root, const std::string& path, int k, Prof
           r.Int(entry, "stash_bytes", where, m.stash_bytes)}) {
       if (!s.ok()) return s;
     }
+    // Optional: the graph's share of the memory (absent in profiles written before 2026-11-27).
+    if (json::Find(entry, "graph_memory_bytes") != nullptr) {
+      if (absl::Status s = r.Int(entry, "graph_memory_bytes", where, m.graph_memory_bytes);
+          !s.ok()) {
+        return s;
+      }
+    }
     // Optional: how the times were taken (absent in profiles written before they were kept).
     if (json::Find(entry, "timed_passes") != nullptr) {
       int64_t passes = 0;
@@ -375,8 +383,16 @@ absl::Status ValidateProfile(const Profile& p) {
         return invalid(absl::StrCat(where, ": timed_passes (", m.timed_passes,
                                     ") must be >= 0 and the spreads finite and >= 0"));
       }
-      if (m.activation_memory_bytes < 0 || m.output_bytes < 0 || m.stash_bytes < 0) {
+      if (m.activation_memory_bytes < 0 || m.output_bytes < 0 || m.stash_bytes < 0 ||
+          m.graph_memory_bytes < 0) {
         return invalid(where + ": byte counts must be >= 0");
+      }
+      if (m.graph_memory_bytes > m.activation_memory_bytes) {
+        return invalid(absl::StrCat(where, ": graph_memory_bytes (", m.graph_memory_bytes,
+                                    ") is more than activation_memory_bytes (",
+                                    m.activation_memory_bytes,
+                                    "), the peak it is part of: the profile is corrupt; "
+                                    "profile the model again"));
       }
     }
   }

@@ -45,6 +45,12 @@ struct SegmentMeasurement {
   // Peak device memory while running forward + backward of this segment alone at this size,
   // above what was allocated before (activations, workspaces), in bytes.
   int64_t activation_memory_bytes = 0;
+  // Of that, what its forward with a graph (R) leaves allocated until its backward: the saved
+  // activations and the output, in bytes; activation_memory_bytes minus this is the backward's
+  // working memory, which a stage needs for one segment at a time, not for each. JSON
+  // "graph_memory_bytes", optional on read (profiles written before it was measured: 0, meaning
+  // unknown; the planner then counts the whole peak as kept).
+  int64_t graph_memory_bytes = 0;
   // Bytes of the activation leaving the segment (what crosses the cut after it; 0 for the last).
   int64_t output_bytes = 0;
   // Bytes of the segment's input kept for a later recompute (the stash); the input activation

@@ -28,8 +28,8 @@
 //     all-reduces its gradients over the D replicas (allreduce_ms[s]; 0 for D = 1); the
 //     mini-batch ends when every stage has finished that, plus optimizer_ms.
 // Memory of stage s: static_bytes[s] + (most micro-batches stashed at once) * stash_bytes[s] +
-// (most autograd graphs held at once) * activation_bytes[s], counted along the simulated
-// timeline (a stash lives from the start of F(i) to the end of B(i), a graph from the start of a
+// (most autograd graphs held at once) * activation_bytes[s] + working_bytes[s] (one task at a
+// time runs, so its working memory is needed once), counted along the simulated timeline (a stash lives from the start of F(i) to the end of B(i), a graph from the start of a
 // graph-keeping F(i) or of R(i) to the end of B(i); what a backward frees at an instant is free
 // for a task starting at that instant). The two peaks may fall at different times, so the sum
 // is an upper bound.
@@ -57,6 +57,9 @@ struct StageCosts {
   int64_t static_bytes = 0;      // parameters, gradients, optimizer state
   int64_t stash_bytes = 0;       // one micro-batch's stashed input
   int64_t activation_bytes = 0;  // one micro-batch's autograd graph (activations kept)
+  // The most a task needs above the graphs kept (a backward's temporaries and the gradients
+  // it makes before freeing its saved tensors): the largest of the stage's segments'.
+  int64_t working_bytes = 0;
 };
 
 struct SimulationInput {

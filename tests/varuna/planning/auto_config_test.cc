@@ -584,6 +584,29 @@ TEST(SimulatorTermsTest, OneStageChargesTheGraphForwardAndBackwardButNeverFOrAnE
   EXPECT_DOUBLE_EQ(c.simulation.minibatch_ms, 4 * 3 * (5.0 + 2.0));
 }
 
+TEST(SimulatorTermsTest, AStageKeepsEveryGraphAndOneSegmentsWorkingMemory) {
+  // Three segments at b = 4 (peaks 4 MiB each): their graphs keep 1, 2 and 3 MiB, so their
+  // backwards need 3, 2 and 1 MiB more at their peaks. One stage, one micro-batch: the state,
+  // one stash, every graph, and the largest working memory once (not the peaks summed).
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  Profile profile = MakeProfile(3, {4}, /*hop_ms=*/0, /*allreduce_ms=*/0);
+  for (int k = 0; k < 3; ++k) profile.compute[k].at(4).graph_memory_bytes = (k + 1) * kMiB;
+  absl::StatusOr<std::vector<Candidate>> found =
+      SearchConfigurations(profile, Cluster(1, 1), Options(4));
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_EQ(found->size(), 1u);
+  const Candidate& one = found->front();
+  ASSERT_EQ(one.simulation.peak_graphs[0], 1);
+  ASSERT_EQ(one.simulation.peak_stashed[0], 1);
+  EXPECT_EQ(Peak(one), 3 * kMiB /* state */ + 4 * 1024 /* stash */ + 6 * kMiB + 3 * kMiB);
+  // A profile without the split (written before it was measured) keeps each whole peak.
+  profile.compute[1].at(4).graph_memory_bytes = 0;
+  absl::StatusOr<SimulationResult> older =
+      SimulateCandidate(profile, Cluster(1, 1), Options(4), one);
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(older->peak_memory_bytes[0], 3 * kMiB + 4 * 1024 + (1 + 4 + 3) * kMiB + 3 * kMiB);
+}
+
 TEST(SimulatorTermsTest, TheLastStageNeverChargesARecompute) {
   // Two stages, Varuna's schedule: the last stage runs each micro-batch's backward right after
   // its forward, so its forwards keep their graphs (R's time) and it has no recompute task; the

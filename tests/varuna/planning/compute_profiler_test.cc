@@ -89,6 +89,10 @@ TEST_F(ProfilerTest, MeasuresEverySegmentAtEverySize) {
       EXPECT_GT(m.recompute_ms, 0);
       EXPECT_GT(m.backward_ms, 0);
       EXPECT_GT(m.activation_memory_bytes, 0);
+      // The graph keeps the output (the loss, for the last) and saved tensors; the backward
+      // needs working memory beyond it.
+      EXPECT_GE(m.graph_memory_bytes, std::max<int64_t>(m.output_bytes, 1));
+      EXPECT_LT(m.graph_memory_bytes, m.activation_memory_bytes);
       EXPECT_EQ(m.timed_passes, 2);  // the medians are over options_.timed_passes
       EXPECT_GE(m.forward_spread_ms, 0);
       EXPECT_GE(m.recompute_spread_ms, 0);
@@ -136,6 +140,36 @@ TEST_F(ProfilerTest, TheWholeModelIsOneStageOfEverySegment) {
   ASSERT_EQ(lines_.size(), 1u);
   EXPECT_THAT(lines_[0], HasSubstr("(the whole model as one stage) segment 0 of 1"));
   EXPECT_FALSE(ProfileWholeModel(gpt2::Gpt2StageBuilder(config_, 11), 0, Inputs, options_).ok());
+}
+
+TEST_F(ProfilerTest, EveryGraphPlusOneBackwardsWorkingMemoryIsTheWholeModelsPeak) {
+  // What the planner charges one stage of every segment (auto_config.h: the graphs summed, the
+  // largest working memory once) against the whole model measured as that stage. Summing the
+  // segments' peaks instead charges every backward's working memory at once.
+  options_.micro_batch_sizes = {4};
+  absl::StatusOr<Profile> segments = Run({4});
+  ASSERT_TRUE(segments.ok()) << segments.status();
+  absl::StatusOr<Profile> whole =
+      ProfileWholeModel(gpt2::Gpt2StageBuilder(config_, 11), config_.num_layers, Inputs, options_);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  int64_t graphs = 0, working = 0, peaks = 0;
+  for (const auto& segment : segments->compute) {
+    const SegmentMeasurement& m = segment.at(4);
+    graphs += m.graph_memory_bytes;
+    working = std::max(working, m.activation_memory_bytes - m.graph_memory_bytes);
+    peaks += m.activation_memory_bytes;
+  }
+  const SegmentMeasurement& stage = whole->compute[0].at(4);
+  const double planned = static_cast<double>(graphs + working);
+  const double measured = static_cast<double>(stage.activation_memory_bytes);
+  RecordProperty("planned", std::to_string(graphs + working));
+  RecordProperty("measured", std::to_string(stage.activation_memory_bytes));
+  RecordProperty("peaks_summed", std::to_string(peaks));
+  EXPECT_NEAR(planned / measured, 1.0, 0.10)
+      << "graphs " << graphs << " + working " << working << " against the stage's peak "
+      << stage.activation_memory_bytes << " (the peaks summed: " << peaks << ")";
+  EXPECT_NEAR(static_cast<double>(graphs) / static_cast<double>(stage.graph_memory_bytes), 1.0,
+              0.05);
 }
 
 TEST(SegmentJoinsTest, TheWholeLessTheSumOverTheJoins) {
@@ -425,6 +459,7 @@ Profile Round(double f, double spread, int64_t memory, double gradient, bool wit
   m.forward_spread_ms = spread;
   m.timed_passes = 7;
   m.activation_memory_bytes = memory;
+  m.graph_memory_bytes = memory / 2;
   m.output_bytes = 5;
   p.compute[0][1] = m;
   if (with_two) p.compute[0][2] = m;
@@ -443,6 +478,7 @@ TEST(MedianOfRoundsTest, KeepsTheMedianRoundOfEachTime) {
   EXPECT_DOUBLE_EQ(m.recompute_spread_ms, 20);
   EXPECT_EQ(m.timed_passes, 21);
   EXPECT_EQ(m.activation_memory_bytes, 300);  // the largest
+  EXPECT_EQ(m.graph_memory_bytes, 150);       // the largest
   EXPECT_EQ(m.output_bytes, 5);
   EXPECT_DOUBLE_EQ(combined->statics[0].gradient_ms, 2);
   EXPECT_DOUBLE_EQ(combined->statics[0].optimizer_ms, 4);

@@ -19,7 +19,7 @@ bool operator==(const SegmentMeasurement& a, const SegmentMeasurement& b) {
   return a.forward_ms == b.forward_ms && a.backward_ms == b.backward_ms &&
          a.recompute_ms == b.recompute_ms &&
          a.activation_memory_bytes == b.activation_memory_bytes &&
-         a.output_bytes == b.output_bytes && a.stash_bytes == b.stash_bytes &&
+         a.graph_memory_bytes == b.graph_memory_bytes && a.output_bytes == b.output_bytes && a.stash_bytes == b.stash_bytes &&
          a.timed_passes == b.timed_passes && a.forward_spread_ms == b.forward_spread_ms &&
          a.backward_spread_ms == b.backward_spread_ms &&
          a.recompute_spread_ms == b.recompute_spread_ms;
@@ -280,6 +280,20 @@ TEST_F(ProfileFilesTest, WriteRefusesAnInvalidProfileAndLeavesNoFiles) {
   EXPECT_FALSE(std::ifstream(Path("profile.json")).good());
 }
 
+TEST_F(ProfileFilesTest, GraphMemoryRoundTripsAndIsAbsentInOlderFiles) {
+  Profile p = FullProfile();
+  p.compute[1].at(2).graph_memory_bytes = 1500;  // of activation_memory_bytes 1900
+  ASSERT_TRUE(WriteProfile(p, dir_).ok());
+  EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"graph_memory_bytes\": 1500"));
+  // Measurements without it (older profiles) are written as before.
+  EXPECT_THAT(Read("segment_0.json"), Not(HasSubstr("graph_memory_bytes")));
+  absl::StatusOr<Profile> read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectEqual(p, *read);
+  EXPECT_EQ(read->compute[1].at(2).graph_memory_bytes, 1500);
+  EXPECT_EQ(read->compute[1].at(1).graph_memory_bytes, 0);
+}
+
 TEST(ProfileTest, ValidateNamesTheProblem) {
   EXPECT_TRUE(ValidateProfile(FullProfile()).ok());
   auto message = [](const Profile& p) {
@@ -302,6 +316,13 @@ TEST(ProfileTest, ValidateNamesTheProblem) {
   p = FullProfile();
   p.compute[1][2].stash_bytes = -1;
   EXPECT_THAT(message(p), HasSubstr("byte counts must be >= 0"));
+  p = FullProfile();
+  p.compute[1][2].graph_memory_bytes = -1;
+  EXPECT_THAT(message(p), HasSubstr("byte counts must be >= 0"));
+  p = FullProfile();
+  p.compute[1][2].graph_memory_bytes = 1901;  // activation_memory_bytes is 1900
+  EXPECT_THAT(message(p), HasSubstr("segment 1 at micro-batch size 2: graph_memory_bytes (1901) "
+                                    "is more than activation_memory_bytes (1900)"));
   p = FullProfile();
   p.compute[1][2].backward_spread_ms = std::nan("");
   EXPECT_THAT(message(p), HasSubstr("segment 1 at micro-batch size 2: timed_passes (0)"));

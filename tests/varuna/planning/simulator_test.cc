@@ -1,5 +1,6 @@
 #include "varuna/planning/simulator.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -206,6 +207,26 @@ TEST(SimulatorTest, PeakMemoryCountsGraphsAndStashes) {
   // Forwards run ahead on the first stage; the last stage backs up each one right away.
   EXPECT_GT(v.peak_stashed[0], 1);
   EXPECT_EQ(v.peak_stashed[3], 1);
+}
+
+TEST(SimulatorTest, WorkingMemoryIsChargedOnceHoweverManyGraphsAreHeld) {
+  SimulationInput gpipe = Uniform(ScheduleKind::kGpipe, 2, 4, 1, 2, 1);
+  for (StageCosts& stage : gpipe.stages) {
+    stage.static_bytes = 1000;
+    stage.stash_bytes = 10;
+    stage.activation_bytes = 100;
+    stage.working_bytes = 7;
+  }
+  const SimulationResult r = Simulated(gpipe);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(r.peak_graphs[s], 4);
+    EXPECT_EQ(r.peak_memory_bytes[s], 1000 + 4 * 10 + 4 * 100 + 7) << "stage " << s;
+  }
+  gpipe.stages[1].working_bytes = -1;
+  absl::StatusOr<SimulationResult> refused = Simulate(gpipe);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("stages[1].working_bytes = -1 is negative"));
 }
 
 TEST(SimulatorTest, IsDeterministic) {
