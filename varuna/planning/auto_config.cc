@@ -118,6 +118,15 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     // The stages step in parallel: the slowest one ends the mini-batch.
     input.optimizer_ms = std::max(input.optimizer_ms, optimizer_ms);
     costs.stash_bytes = profile.compute[range.first].at(micro_batch).stash_bytes;
+    // Without replicas the engine frees the fp32 master gradients for the micro-batches
+    // (Varuna::step: ReleaseMasterGrads); with them they are views into the data-parallel
+    // buckets, which stay.
+    if (replicas == 1) {
+      for (int k = range.first; k <= range.last; ++k) {
+        costs.released_bytes += profile.statics[k].parameter_count * kGradientBytesPerParameter;
+      }
+      costs.released_bytes = std::min(costs.released_bytes, costs.static_bytes);
+    }
     input.stages.push_back(costs);
   }
   // Ranks as the launcher places them (rank = replica * P + stage, node = rank / GPUs per

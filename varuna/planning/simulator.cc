@@ -53,11 +53,17 @@ absl::Status Validate(const SimulationInput& input) {
     for (const auto& [value, field] : {std::make_pair(c.static_bytes, "static_bytes"),
                                        std::make_pair(c.stash_bytes, "stash_bytes"),
                                        std::make_pair(c.activation_bytes, "activation_bytes"),
-                                       std::make_pair(c.working_bytes, "working_bytes")}) {
+                                       std::make_pair(c.working_bytes, "working_bytes"),
+                                       std::make_pair(c.released_bytes, "released_bytes")}) {
       if (value < 0) {
         return absl::InvalidArgumentError(absl::StrCat("simulation input: ", name, field, " = ",
                                                        value, " is negative: bytes must be >= 0"));
       }
+    }
+    if (c.released_bytes > c.static_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "simulation input: ", name, "released_bytes = ", c.released_bytes,
+          " is more than static_bytes = ", c.static_bytes, ": only static memory is released"));
     }
   }
   for (size_t s = 0; s < input.hop_ms.size(); ++s) {
@@ -288,9 +294,10 @@ class Simulation {
       result.stage_finish_ms.push_back(st.finish_ms);
       result.peak_stashed.push_back(st.peak_stashed);
       result.peak_graphs.push_back(st.peak_graphs);
-      result.peak_memory_bytes.push_back(c.static_bytes + st.peak_stashed * c.stash_bytes +
-                                         st.peak_graphs * c.activation_bytes +
-                                         c.working_bytes);
+      result.peak_memory_bytes.push_back(
+          std::max(c.static_bytes - c.released_bytes + st.peak_stashed * c.stash_bytes +
+                       st.peak_graphs * c.activation_bytes + c.working_bytes,
+                   c.static_bytes));
       last_backward = std::max(last_backward, st.finish_ms);
       end = std::max(end, st.finish_ms + c.gradient_ms + c.allreduce_ms);
       busy += st.busy_ms;

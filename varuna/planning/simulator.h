@@ -27,9 +27,11 @@
 //   - after its last backward, stage s runs its gradient pass (gradient_ms[s]) and then
 //     all-reduces its gradients over the D replicas (allreduce_ms[s]; 0 for D = 1); the
 //     mini-batch ends when every stage has finished that, plus optimizer_ms.
-// Memory of stage s: static_bytes[s] + (most micro-batches stashed at once) * stash_bytes[s] +
-// (most autograd graphs held at once) * activation_bytes[s] + working_bytes[s] (one task at a
-// time runs, so its working memory is needed once), counted along the simulated timeline (a stash lives from the start of F(i) to the end of B(i), a graph from the start of a
+// Memory of stage s: static_bytes[s] - released_bytes[s] + (most micro-batches stashed at once)
+// * stash_bytes[s] + (most autograd graphs held at once) * activation_bytes[s] +
+// working_bytes[s] (one task at a time runs, so its working memory is needed once), or
+// static_bytes[s] alone where that is more (the step's work, after the micro-batches), the
+// counts taken along the simulated timeline (a stash lives from the start of F(i) to the end of B(i), a graph from the start of a
 // graph-keeping F(i) or of R(i) to the end of B(i); what a backward frees at an instant is free
 // for a task starting at that instant). The two peaks may fall at different times, so the sum
 // is an upper bound.
@@ -55,6 +57,10 @@ struct StageCosts {
   double gradient_ms = 0;
   double allreduce_ms = 0;
   int64_t static_bytes = 0;      // parameters, gradients, optimizer state
+  // Of static_bytes, what the engine frees while the micro-batches run and allocates again for
+  // the step's work after them (the fp32 master gradients where the stage has no data-parallel
+  // buckets: Varuna::step), so that it serves the activations.
+  int64_t released_bytes = 0;
   int64_t stash_bytes = 0;       // one micro-batch's stashed input
   int64_t activation_bytes = 0;  // one micro-batch's autograd graph (activations kept)
   // The most a task needs above the graphs kept (a backward's temporaries and the gradients

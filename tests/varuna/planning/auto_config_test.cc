@@ -586,8 +586,9 @@ TEST(SimulatorTermsTest, OneStageChargesTheGraphForwardAndBackwardButNeverFOrAnE
 
 TEST(SimulatorTermsTest, AStageKeepsEveryGraphAndOneSegmentsWorkingMemory) {
   // Three segments at b = 4 (peaks 4 MiB each): their graphs keep 1, 2 and 3 MiB, so their
-  // backwards need 3, 2 and 1 MiB more at their peaks. One stage, one micro-batch: the state,
-  // one stash, every graph, and the largest working memory once (not the peaks summed).
+  // backwards need 3, 2 and 1 MiB more at their peaks. One stage, one micro-batch: the state
+  // less the fp32 master gradients (released: D = 1), one stash, every graph, and the largest
+  // working memory once (not the peaks summed).
   constexpr int64_t kMiB = int64_t{1} << 20;
   Profile profile = MakeProfile(3, {4}, /*hop_ms=*/0, /*allreduce_ms=*/0);
   for (int k = 0; k < 3; ++k) profile.compute[k].at(4).graph_memory_bytes = (k + 1) * kMiB;
@@ -598,13 +599,45 @@ TEST(SimulatorTermsTest, AStageKeepsEveryGraphAndOneSegmentsWorkingMemory) {
   const Candidate& one = found->front();
   ASSERT_EQ(one.simulation.peak_graphs[0], 1);
   ASSERT_EQ(one.simulation.peak_stashed[0], 1);
-  EXPECT_EQ(Peak(one), 3 * kMiB /* state */ + 4 * 1024 /* stash */ + 6 * kMiB + 3 * kMiB);
+  constexpr int64_t kReleased = 3 * 1000 * 4;  // 1000 parameters a segment, 4 bytes each
+  EXPECT_EQ(Peak(one),
+            3 * kMiB /* state */ - kReleased + 4 * 1024 /* stash */ + 6 * kMiB + 3 * kMiB);
   // A profile without the split (written before it was measured) keeps each whole peak.
   profile.compute[1].at(4).graph_memory_bytes = 0;
   absl::StatusOr<SimulationResult> older =
       SimulateCandidate(profile, Cluster(1, 1), Options(4), one);
   ASSERT_TRUE(older.ok()) << older.status();
-  EXPECT_EQ(older->peak_memory_bytes[0], 3 * kMiB + 4 * 1024 + (1 + 4 + 3) * kMiB + 3 * kMiB);
+  EXPECT_EQ(older->peak_memory_bytes[0],
+            3 * kMiB - kReleased + 4 * 1024 + (1 + 4 + 3) * kMiB + 3 * kMiB);
+}
+
+TEST(SimulatorTermsTest, OnlyAStageWithoutReplicasReleasesItsMasterGradients) {
+  // Varuna::step frees the fp32 master gradients (4 bytes a parameter) for the micro-batches
+  // when the stage has no data-parallel buckets (D = 1); with D > 1 they are the buckets.
+  Profile profile = MakeProfile(2, {2}, /*hop_ms=*/0, /*allreduce_ms=*/1, /*state_bytes=*/kGiB);
+  for (SegmentStatic& s : profile.statics) s.parameter_count = 50'000'000;  // 200 MB each
+  for (auto& segment : profile.compute) segment.at(2).activation_memory_bytes = kGiB;
+  const int64_t activations = 2 * kGiB;  // two segments' graphs at b = 2
+  bool saw_one = false, saw_two = false;
+  std::vector<Candidate> found;
+  for (int gpus : {1, 2}) {
+    absl::StatusOr<std::vector<Candidate>> on = SearchConfigurations(
+        profile, Cluster(1, gpus, 64 * kGiB), Options(4));
+    ASSERT_TRUE(on.ok()) << on.status();
+    found.insert(found.end(), on->begin(), on->end());
+  }
+  for (const Candidate& c : found) {
+    if (c.pipeline_stages != 1) continue;
+    SCOPED_TRACE(absl::StrFormat("D=%d", c.data_parallel));
+    ASSERT_EQ(c.simulation.peak_stashed[0], 1);
+    const int64_t stash = int64_t{2} << 10;
+    const int64_t released = c.data_parallel == 1 ? 2 * 200'000'000 : 0;
+    EXPECT_EQ(Peak(c), 2 * kGiB - released + stash + activations);
+    saw_one = saw_one || c.data_parallel == 1;
+    saw_two = saw_two || c.data_parallel == 2;
+  }
+  EXPECT_TRUE(saw_one);
+  EXPECT_TRUE(saw_two);
 }
 
 TEST(SimulatorTermsTest, TheLastStageNeverChargesARecompute) {

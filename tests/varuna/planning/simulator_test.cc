@@ -209,7 +209,7 @@ TEST(SimulatorTest, PeakMemoryCountsGraphsAndStashes) {
   EXPECT_EQ(v.peak_stashed[3], 1);
 }
 
-TEST(SimulatorTest, WorkingMemoryIsChargedOnceHoweverManyGraphsAreHeld) {
+TEST(SimulatorTest, WorkingMemoryIsChargedOnceAndReleasedStateServesTheMicroBatches) {
   SimulationInput gpipe = Uniform(ScheduleKind::kGpipe, 2, 4, 1, 2, 1);
   for (StageCosts& stage : gpipe.stages) {
     stage.static_bytes = 1000;
@@ -222,6 +222,19 @@ TEST(SimulatorTest, WorkingMemoryIsChargedOnceHoweverManyGraphsAreHeld) {
     EXPECT_EQ(r.peak_graphs[s], 4);
     EXPECT_EQ(r.peak_memory_bytes[s], 1000 + 4 * 10 + 4 * 100 + 7) << "stage " << s;
   }
+  // Released static memory serves the micro-batches; the step after them needs it all again.
+  gpipe.stages[0].released_bytes = 300;
+  gpipe.stages[1].released_bytes = 1000;
+  gpipe.stages[1].static_bytes = 2000;
+  const SimulationResult released = Simulated(gpipe);
+  EXPECT_EQ(released.peak_memory_bytes[0], 1000 - 300 + 4 * 10 + 4 * 100 + 7);
+  EXPECT_EQ(released.peak_memory_bytes[1], 2000);  // 2000 - 1000 + 447 is less than the state
+  gpipe.stages[1].released_bytes = 2001;
+  absl::StatusOr<SimulationResult> too_much = Simulate(gpipe);
+  ASSERT_FALSE(too_much.ok());
+  EXPECT_THAT(std::string(too_much.status().message()),
+              ::testing::HasSubstr("stages[1].released_bytes = 2001 is more than static_bytes"));
+  gpipe.stages[1].released_bytes = 0;
   gpipe.stages[1].working_bytes = -1;
   absl::StatusOr<SimulationResult> refused = Simulate(gpipe);
   ASSERT_FALSE(refused.ok());
