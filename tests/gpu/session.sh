@@ -112,6 +112,11 @@ train() {
   loss_falls "$dir/metrics.jsonl"
 }
 
+# stop PID: ends a background process (none when PID is empty).
+stop() {
+  [[ -z "${1:-}" ]] || kill "$1" 2> /dev/null || true
+}
+
 # prediction_error [FLAGS...]: profiles gpt2-355m in bf16 (FLAGS added, e.g. to shrink it), lets
 # the launcher choose from the profile for one GPU and a global batch of 32, trains 30
 # iterations, and compares the launcher's predicted step time with the measured median (within
@@ -122,11 +127,20 @@ prediction_error() {
   rm -rf "$dir" && mkdir -p "$dir"
   local model=(--preset=gpt2-355m --bf16 "$@")
   local train=(--train-iters=30 --log-interval=1 --eval-interval=0)
+  # The device's clocks, power and temperature every 200 ms while the profile and the runs go
+  # (gpu_clocks.csv): a profile of short passes and a training run of 30 steps may not run at
+  # the same clocks under a power limit.
+  local sampler=""
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv -lms 200 > "$dir/gpu_clocks.csv" 2>&1 &
+    sampler=$!
+  fi
   (cd "$dir" && "$bin/pretrain_gpt2" --profiling "${model[@]}" \
-    --profile-micro-batches=1,2,4,8,16 --profile-dir="$dir/prof") || return 1
+    --profile-micro-batches=1,2,4,8,16 --profile-dir="$dir/prof") || { stop "$sampler"; return 1; }
   (cd "$dir" && "$bin/launch" --profile_dir="$dir/prof" --gpu_memory_gb=75 --gpus_per_node=1 \
     --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
-    --metrics-file="$dir/metrics.jsonl") | tee "$dir/launch.log" || return 1
+    --metrics-file="$dir/metrics.jsonl") | tee "$dir/launch.log" || { stop "$sampler"; return 1; }
   # The second row of the launcher's table: rank P D b m time_ms bubble peak_GiB stages.
   # Its stages column ("0-2|3") becomes --stage-segments (3,1), the split the plan assumed.
   local second
@@ -144,6 +158,7 @@ print(",".join(str(int(r.split("-")[-1]) - int(r.split("-")[0]) + 1) for r in sy
       > "$dir/second/launch.log" 2>&1 ||
       echo "the second-ranked candidate (P=$p2, micro-batch $b2) failed: $dir/second/launch.log"
   fi
+  stop "$sampler"
   planning_report prediction "$dir"
 }
 
