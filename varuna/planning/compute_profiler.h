@@ -133,10 +133,10 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
 // forward_ms, recompute_ms and backward_ms are the medians of the rounds' (TimingSummary: for
 // an even count the mean of the middle two), each spread the largest of the rounds' spreads and
 // of the range of the rounds' times, timed_passes the sum, activation_memory_bytes and
-// graph_memory_bytes each the largest, output_bytes and stash_bytes the first round's; a size missing from any round (it ran out of
-// memory there) is left out. Per segment, gradient_ms, bucket_ms and optimizer_ms are the
-// medians of the rounds' that measured them (all three 0: out of memory there; none: 0), and
-// parameter_count and state_bytes the first round's. Everything else
+// graph_memory_bytes each the largest, output_bytes and stash_bytes the first round's; a size
+// missing from any round (it ran out of memory there) is left out. Per segment, gradient_ms,
+// bucket_ms and optimizer_ms are the medians of the rounds' that measured them (all three 0: out of
+// memory there; none: 0), and parameter_count and state_bytes the first round's. Everything else
 // (model, device, dtype, curves, joins) is the first round's. InvalidArgument for no rounds, or
 // rounds of different segment counts. Also combines separate profiles of one model (as
 // simulator_accuracy does).

@@ -31,10 +31,10 @@
 // * stash_bytes[s] + (most autograd graphs held at once) * activation_bytes[s] +
 // working_bytes[s] (one task at a time runs, so its working memory is needed once), or
 // static_bytes[s] alone where that is more (the step's work, after the micro-batches), the
-// counts taken along the simulated timeline (a stash lives from the start of F(i) to the end of B(i), a graph from the start of a
-// graph-keeping F(i) or of R(i) to the end of B(i); what a backward frees at an instant is free
-// for a task starting at that instant). The two peaks may fall at different times, so the sum
-// is an upper bound.
+// counts taken along the simulated timeline (a stash lives from the start of F(i) to the end of
+// B(i), a graph from the start of a graph-keeping F(i) or of R(i) to the end of B(i); what a
+// backward frees at an instant is free for a task starting at that instant). The two peaks may fall
+// at different times, so the sum is an upper bound.
 //
 // Thread safety: pure function.
 #ifndef VARUNA_PLANNING_SIMULATOR_H_
@@ -56,7 +56,7 @@ struct StageCosts {
   // D > 1 the bucket copies), then its gradient all-reduce over D replicas.
   double gradient_ms = 0;
   double allreduce_ms = 0;
-  int64_t static_bytes = 0;      // parameters, gradients, optimizer state
+  int64_t static_bytes = 0;  // parameters, gradients, optimizer state
   // Of static_bytes, what the engine frees while the micro-batches run and allocates again for
   // the step's work after them (the fp32 master gradients where the stage has no data-parallel
   // buckets: Varuna::step), so that it serves the activations.

@@ -621,8 +621,8 @@ TEST(SimulatorTermsTest, OnlyAStageWithoutReplicasReleasesItsMasterGradients) {
   bool saw_one = false, saw_two = false;
   std::vector<Candidate> found;
   for (int gpus : {1, 2}) {
-    absl::StatusOr<std::vector<Candidate>> on = SearchConfigurations(
-        profile, Cluster(1, gpus, 64 * kGiB), Options(4));
+    absl::StatusOr<std::vector<Candidate>> on =
+        SearchConfigurations(profile, Cluster(1, gpus, 64 * kGiB), Options(4));
     ASSERT_TRUE(on.ok()) << on.status();
     found.insert(found.end(), on->begin(), on->end());
   }

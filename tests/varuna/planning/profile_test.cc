@@ -19,8 +19,9 @@ bool operator==(const SegmentMeasurement& a, const SegmentMeasurement& b) {
   return a.forward_ms == b.forward_ms && a.backward_ms == b.backward_ms &&
          a.recompute_ms == b.recompute_ms &&
          a.activation_memory_bytes == b.activation_memory_bytes &&
-         a.graph_memory_bytes == b.graph_memory_bytes && a.output_bytes == b.output_bytes && a.stash_bytes == b.stash_bytes &&
-         a.timed_passes == b.timed_passes && a.forward_spread_ms == b.forward_spread_ms &&
+         a.graph_memory_bytes == b.graph_memory_bytes && a.output_bytes == b.output_bytes &&
+         a.stash_bytes == b.stash_bytes && a.timed_passes == b.timed_passes &&
+         a.forward_spread_ms == b.forward_spread_ms &&
          a.backward_spread_ms == b.backward_spread_ms &&
          a.recompute_spread_ms == b.recompute_spread_ms;
 }

@@ -1,5 +1,6 @@
 #include "varuna/planning/simulator.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -181,16 +182,22 @@ TEST(SimulatorTest, TheOpportunisticRuleRunsAForwardWhileARecomputeWaitsForItsGr
   EXPECT_THAT(r.peak_graphs, ::testing::ElementsAre(2, 1));
 }
 
+// Gives every stage of `input` 1000 bytes of state, 10 per stash, 100 per graph and
+// `working` bytes of working memory.
+void SetMemory(SimulationInput& input, int64_t working = 0) {
+  for (StageCosts& stage : input.stages) {
+    stage.static_bytes = 1000;
+    stage.stash_bytes = 10;
+    stage.activation_bytes = 100;
+    stage.working_bytes = working;
+  }
+}
+
 TEST(SimulatorTest, PeakMemoryCountsGraphsAndStashes) {
   SimulationInput gpipe = Uniform(ScheduleKind::kGpipe, 4, 8, 1, 2, 1);
   SimulationInput varuna = Uniform(ScheduleKind::kVaruna, 4, 8, 1, 2, 1);
-  for (SimulationInput* input : {&gpipe, &varuna}) {
-    for (StageCosts& stage : input->stages) {
-      stage.static_bytes = 1000;
-      stage.stash_bytes = 10;
-      stage.activation_bytes = 100;
-    }
-  }
+  SetMemory(gpipe);
+  SetMemory(varuna);
   const SimulationResult g = Simulated(gpipe);
   for (int s = 0; s < 4; ++s) {
     EXPECT_EQ(g.peak_graphs[s], 8);
@@ -211,12 +218,7 @@ TEST(SimulatorTest, PeakMemoryCountsGraphsAndStashes) {
 
 TEST(SimulatorTest, WorkingMemoryIsChargedOnceAndReleasedStateServesTheMicroBatches) {
   SimulationInput gpipe = Uniform(ScheduleKind::kGpipe, 2, 4, 1, 2, 1);
-  for (StageCosts& stage : gpipe.stages) {
-    stage.static_bytes = 1000;
-    stage.stash_bytes = 10;
-    stage.activation_bytes = 100;
-    stage.working_bytes = 7;
-  }
+  SetMemory(gpipe, /*working=*/7);
   const SimulationResult r = Simulated(gpipe);
   for (int s = 0; s < 2; ++s) {
     EXPECT_EQ(r.peak_graphs[s], 4);
