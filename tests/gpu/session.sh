@@ -18,8 +18,8 @@
 #                           second-ranked candidate run too (did the ranking hold?), the planned
 #                           memory against training's peak (within 10%); then
 #                           the per-segment profile against one stage (stage_overhead)
-#   session.sh planning_8_3b_layers  the same checks on 4 layers of gpt2-8.3b's shape (about
-#                           one stage of its plans)
+#   session.sh planning_8_3b_layers  the prediction, ranking and memory checks on 4 layers of
+#                           gpt2-8.3b's shape (about one stage of its plans)
 #   session.sh plan_8_3b    profile gpt2-8.3b on this GPU, one segment at a time, and dry-run
 #                           plans for 8-64 GPUs
 #   session.sh throughput [PRESET]  the C++ engine against PyTorch under torch.compile (bf16),
@@ -112,9 +112,12 @@ train() {
   loss_falls "$dir/metrics.jsonl"
 }
 
-# stop PID: ends a background process (none when PID is empty).
+# stop PID: ends a background process and waits for it (nothing when PID is empty).
 stop() {
-  [[ -z "${1:-}" ]] || kill "$1" 2> /dev/null || true
+  [[ -z "${1:-}" ]] && return 0
+  kill "$1" 2> /dev/null
+  wait "$1" 2> /dev/null
+  return 0
 }
 
 # prediction_error [FLAGS...]: profiles gpt2-355m in bf16 (FLAGS added, e.g. to shrink it), lets
@@ -130,9 +133,10 @@ prediction_error() {
   # The device's clocks, power and temperature every 200 ms while the profile and the runs go
   # (gpu_clocks.csv): a profile of short passes and a training run of 30 steps may not run at
   # the same clocks under a power limit.
+  # Bounded by `timeout`, in case a signal ends this function before it stops the sampler.
   local sampler=""
   if command -v nvidia-smi > /dev/null; then
-    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    timeout 900 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
       --format=csv -lms 200 > "$dir/gpu_clocks.csv" 2>&1 &
     sampler=$!
   fi
@@ -299,13 +303,14 @@ phase_planning() {
     --micro-batch=16 --attention=sdpa
 }
 
-# The planning checks on gpt2-8.3b's layer shape (hidden 3072, 32 heads), 4 layers deep so that
+# The prediction, ranking and memory checks on gpt2-8.3b's layer shape (hidden 3072, 32 heads), 4 layers deep so that
 # one process trains it: about the size of one stage of the 8.3B plans (P = 16 puts 4 or 5 of
 # its 72 layers on a stage); the predicted step time and the planned memory against training's.
 phase_planning_8_3b_layers() {
   local flags=(--num-layers=4 --hidden-size=3072 --num-attention-heads=32)
   PLANNING_NAME=planning_8_3b_layers check planning_8_3b_layers_prediction prediction_error \
     "${flags[@]}"
+  check planning_8_3b_layers_ranking planning_report ranking "$results/planning_8_3b_layers"
   check planning_8_3b_layers_memory planning_report memory "$results/planning_8_3b_layers"
 }
 

@@ -106,7 +106,10 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       const int64_t kept = measured.graph_memory_bytes > 0 ? measured.graph_memory_bytes
                                                            : measured.activation_memory_bytes;
       costs.activation_bytes += kept;
-      costs.working_bytes = std::max(costs.working_bytes, measured.activation_memory_bytes - kept);
+      // A segment's backward also holds the gradient it receives (its output's size), which
+      // the profiler made before measuring: from the next segment, or from the next stage.
+      costs.working_bytes = std::max(
+          costs.working_bytes, measured.activation_memory_bytes - kept + measured.output_bytes);
       costs.static_bytes += profile.statics[k].state_bytes;
       optimizer_ms += profile.statics[k].optimizer_ms;
       costs.gradient_ms +=

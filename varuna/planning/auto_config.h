@@ -21,7 +21,8 @@
 //     stages step in parallel; 0 for profiles without it);
 //   - memory: a stage's static bytes are its segments' state_bytes, its graph the sum of its
 //     segments' graph_memory_bytes (activation_memory_bytes where a profile lacks it), its
-//     working memory the largest of its segments' activation_memory_bytes - graph_memory_bytes,
+//     working memory the largest of its segments' activation_memory_bytes - graph_memory_bytes
+//     + output_bytes (the gradient a segment's backward receives),
 //     its stash the first segment's stash_bytes, and with D = 1 its fp32 master gradients (4
 //     bytes per parameter) released during the micro-batches, as the engine frees them; a
 //     candidate whose simulated peak on any stage exceeds the GPU memory (times

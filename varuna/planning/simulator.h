@@ -33,8 +33,10 @@
 // static_bytes[s] alone where that is more (the step's work, after the micro-batches), the
 // counts taken along the simulated timeline (a stash lives from the start of F(i) to the end of
 // B(i), a graph from the start of a graph-keeping F(i) or of R(i) to the end of B(i); what a
-// backward frees at an instant is free for a task starting at that instant). The two peaks may fall
-// at different times, so the sum is an upper bound.
+// backward frees at an instant is free for a task starting at that instant). The stash and graph
+// peaks may fall at different times, so their sum is an upper bound for what they need; what the
+// process holds outside the model (library workspaces, buffers of the communication) is not
+// counted (on an H200, about 65 MiB: docs/profiling.md).
 //
 // Thread safety: pure function.
 #ifndef VARUNA_PLANNING_SIMULATOR_H_

@@ -586,9 +586,10 @@ TEST(SimulatorTermsTest, OneStageChargesTheGraphForwardAndBackwardButNeverFOrAnE
 
 TEST(SimulatorTermsTest, AStageKeepsEveryGraphAndOneSegmentsWorkingMemory) {
   // Three segments at b = 4 (peaks 4 MiB each): their graphs keep 1, 2 and 3 MiB, so their
-  // backwards need 3, 2 and 1 MiB more at their peaks. One stage, one micro-batch: the state
-  // less the fp32 master gradients (released: D = 1), one stash, every graph, and the largest
-  // working memory once (not the peaks summed).
+  // backwards need 3, 2 and 1 MiB more at their peaks, the first two also the gradient they
+  // receive (4 KiB, their output's size). One stage, one micro-batch: the state less the fp32
+  // master gradients (released: D = 1), one stash, every graph, and the largest working memory
+  // once (not the peaks summed).
   constexpr int64_t kMiB = int64_t{1} << 20;
   Profile profile = MakeProfile(3, {4}, /*hop_ms=*/0, /*allreduce_ms=*/0);
   for (int k = 0; k < 3; ++k) profile.compute[k].at(4).graph_memory_bytes = (k + 1) * kMiB;
@@ -599,16 +600,17 @@ TEST(SimulatorTermsTest, AStageKeepsEveryGraphAndOneSegmentsWorkingMemory) {
   const Candidate& one = found->front();
   ASSERT_EQ(one.simulation.peak_graphs[0], 1);
   ASSERT_EQ(one.simulation.peak_stashed[0], 1);
-  constexpr int64_t kReleased = 3 * 1000 * 4;  // 1000 parameters a segment, 4 bytes each
+  constexpr int64_t kReleased = 3 * 1000 * 4;        // 1000 parameters a segment, 4 bytes each
+  constexpr int64_t kWorking = 3 * kMiB + 4 * 1024;  // segment 0's, with its received gradient
   EXPECT_EQ(Peak(one),
-            3 * kMiB /* state */ - kReleased + 4 * 1024 /* stash */ + 6 * kMiB + 3 * kMiB);
+            3 * kMiB /* state */ - kReleased + 4 * 1024 /* stash */ + 6 * kMiB + kWorking);
   // A profile without the split (written before it was measured) keeps each whole peak.
   profile.compute[1].at(4).graph_memory_bytes = 0;
   absl::StatusOr<SimulationResult> older =
       SimulateCandidate(profile, Cluster(1, 1), Options(4), one);
   ASSERT_TRUE(older.ok()) << older.status();
   EXPECT_EQ(older->peak_memory_bytes[0],
-            3 * kMiB - kReleased + 4 * 1024 + (1 + 4 + 3) * kMiB + 3 * kMiB);
+            3 * kMiB - kReleased + 4 * 1024 + (1 + 4 + 3) * kMiB + kWorking);
 }
 
 TEST(SimulatorTermsTest, OnlyAStageWithoutReplicasReleasesItsMasterGradients) {
@@ -632,7 +634,9 @@ TEST(SimulatorTermsTest, OnlyAStageWithoutReplicasReleasesItsMasterGradients) {
     ASSERT_EQ(c.simulation.peak_stashed[0], 1);
     const int64_t stash = int64_t{2} << 10;
     const int64_t released = c.data_parallel == 1 ? 2 * 200'000'000 : 0;
-    EXPECT_EQ(Peak(c), 2 * kGiB - released + stash + activations);
+    // Without graph_memory_bytes the whole peaks are kept; the working memory is then only
+    // the first segment's received gradient (its output, 2 KiB).
+    EXPECT_EQ(Peak(c), 2 * kGiB - released + stash + activations + (int64_t{2} << 10));
     saw_one = saw_one || c.data_parallel == 1;
     saw_two = saw_two || c.data_parallel == 2;
   }

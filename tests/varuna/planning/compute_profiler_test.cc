@@ -144,8 +144,9 @@ TEST_F(ProfilerTest, TheWholeModelIsOneStageOfEverySegment) {
 
 TEST_F(ProfilerTest, EveryGraphPlusOneBackwardsWorkingMemoryIsTheWholeModelsPeak) {
   // What the planner charges one stage of every segment (auto_config.h: the graphs summed, the
-  // largest working memory once) against the whole model measured as that stage. Summing the
-  // segments' peaks instead charges every backward's working memory at once.
+  // largest working memory once, with the gradient a segment receives) against the whole model
+  // measured as that stage. Summing the segments' peaks instead charges every backward's
+  // working memory at once.
   options_.micro_batch_sizes = {4};
   absl::StatusOr<Profile> segments = Run({4});
   ASSERT_TRUE(segments.ok()) << segments.status();
@@ -156,7 +157,7 @@ TEST_F(ProfilerTest, EveryGraphPlusOneBackwardsWorkingMemoryIsTheWholeModelsPeak
   for (const auto& segment : segments->compute) {
     const SegmentMeasurement& m = segment.at(4);
     graphs += m.graph_memory_bytes;
-    working = std::max(working, m.activation_memory_bytes - m.graph_memory_bytes);
+    working = std::max(working, m.activation_memory_bytes - m.graph_memory_bytes + m.output_bytes);
     peaks += m.activation_memory_bytes;
   }
   const SegmentMeasurement& stage = whole->compute[0].at(4);

@@ -7,6 +7,7 @@
 // caching-allocator peaks (max_allocated_bytes) and median step times (iterations 6-30) are
 // the constants below. The profiles were written by the code that measured graph_memory_bytes
 // but before the planner released the fp32 master gradients.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,10 @@ Candidate Planned(const Profile& profile, int micro_batch) {
   AutoConfigOptions options;
   options.global_batch = 32;
   absl::StatusOr<std::vector<Candidate>> found = SearchConfigurations(profile, cluster, options);
-  EXPECT_TRUE(found.ok()) << found.status();
+  if (!found.ok()) {
+    ADD_FAILURE() << found.status();
+    return Candidate{};
+  }
   for (const Candidate& c : *found) {
     if (c.micro_batch == micro_batch) return c;
   }
@@ -65,8 +69,13 @@ TEST(MeasuredPlanTest, PlannedMemoryIsTrainingsPeakOnTheH200) {
     const double error = (peak - run.peak_bytes) / static_cast<double>(run.peak_bytes);
     RecordProperty(absl::StrFormat("%s_b%d_memory_error", run.profile, run.micro_batch),
                    absl::StrFormat("%+.4f", error));
-    EXPECT_NEAR(error, 0.0, 0.03) << "planned " << peak / kGiB << " GiB, training's peak "
-                                  << static_cast<double>(run.peak_bytes) / kGiB << " GiB";
+    // A plan under the peak is the direction that runs out of memory: at most 1% under (what
+    // the process holds outside the model, about 65 MiB here, is not counted; the launcher
+    // plans within 90% of the memory), at most 3% over.
+    EXPECT_GE(error, -0.01) << "planned " << peak / kGiB << " GiB, training's peak "
+                            << static_cast<double>(run.peak_bytes) / kGiB << " GiB";
+    EXPECT_LE(error, 0.03) << "planned " << peak / kGiB << " GiB, training's peak "
+                           << static_cast<double>(run.peak_bytes) / kGiB << " GiB";
   }
 }
 
