@@ -373,12 +373,12 @@ phase_fusions() {
 # FP8 against bf16 on PRESET (default gpt2-1.5b, batch 16 x 1024 in micro-batches of 8): 200
 # steps of each from the same seed on the same batches in one process, then the ratio of
 # tokens/s (issue 26's goal: at least 1.25) and the relative difference of the loss after the
-# 200 steps (goal: within 1%).
+# 200 steps (goal: within 1%); each run's per-op table follows its timed steps.
 phase_fp8() {
   local preset=${1:-gpt2-1.5b}
   check "fp8_${preset}" "$bin/gpt2_throughput_benchmark" --preset="$preset" --dtype=bf16 \
     --batch-size=16 --chunk-size=8 --warmup-steps=10 --steps=190 --fp8-format=hybrid \
-    --fp8-compare
+    --fp8-compare --profile-ops
   grep -h '^fp8 ' "$results/fp8_${preset}.log" | tee -a "$results/fp8_$preset.txt"
 }
 
