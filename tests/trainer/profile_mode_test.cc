@@ -56,6 +56,11 @@ TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
   for (int k = 0; k < 2; ++k) {
     ASSERT_EQ(first->compute[k].size(), 2u) << k;
     EXPECT_GT(first->compute[k].at(2).backward_ms, 0) << k;
+    // What the graph keeps, part of the peak (written to the profile and read back).
+    EXPECT_GT(first->compute[k].at(2).graph_memory_bytes, 0) << k;
+    EXPECT_LT(first->compute[k].at(2).graph_memory_bytes,
+              first->compute[k].at(2).activation_memory_bytes)
+        << k;
     EXPECT_GT(first->statics[k].parameter_count, 0) << k;
     EXPECT_GT(first->statics[k].optimizer_ms, 0) << k;
   }
@@ -83,6 +88,7 @@ TEST_F(ProfileModeTest, ProfilesEverySegmentAndExtendsAnExistingProfile) {
       EXPECT_EQ(after.recompute_ms, before.recompute_ms);
       EXPECT_EQ(after.backward_ms, before.backward_ms);
       EXPECT_EQ(after.activation_memory_bytes, before.activation_memory_bytes);
+      EXPECT_EQ(after.graph_memory_bytes, before.graph_memory_bytes);
       EXPECT_EQ(after.output_bytes, before.output_bytes);
       EXPECT_EQ(after.stash_bytes, before.stash_bytes);
     }
