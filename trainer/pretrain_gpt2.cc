@@ -47,6 +47,7 @@
 #include "varuna/comm/world.h"
 #include "varuna/launch/environment.h"
 #include "varuna/launch/host.h"
+#include "varuna/planning/cpu_allocation_counter.h"
 #include "varuna/varuna.h"
 
 namespace trainer {
@@ -239,12 +240,21 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   if (!has_checkpoint.ok()) return has_checkpoint.status();
 
   // 2. The report, the inputs, the job's processes, the data and the engine.
+  // On the CPU, LibTorch's allocations are counted from here, before anything of the model
+  // exists, for the memory statistics a GPU's caching allocator gives (declared before the
+  // engine, so it is removed after the engine and its threads are gone).
+  std::optional<varuna::CpuAllocationCounter> cpu_allocations;
+  if (!options->device.is_cuda()) cpu_allocations.emplace();
   absl::StatusOr<std::unique_ptr<TrainingLog>> log = OpenTrainingLog(a, options->rank == 0);
   if (!log.ok()) return log.status();
-  const std::function<std::optional<DeviceMemory>()> memory =
-      options->device.is_cuda() ? std::function<std::optional<DeviceMemory>()>(
-                                      [device = options->device] { return DeviceMemoryOf(device); })
-                                : nullptr;
+  std::function<std::optional<DeviceMemory>()> memory;
+  if (options->device.is_cuda()) {
+    memory = [device = options->device] { return DeviceMemoryOf(device); };
+  } else {
+    memory = [&cpu_allocations]() -> std::optional<DeviceMemory> {
+      return CpuMemoryOf(*cpu_allocations);
+    };
+  }
   RunReport report(*std::move(log), std::move(tensorboard), memory);
   const auto stop_requested = [&stop_signal] { return stop_signal->requested(); };
   absl::StatusOr<TrainingInputs> inputs =

@@ -88,4 +88,13 @@ std::optional<DeviceMemory> DeviceMemoryOf(const c10::Device& device) {
   return memory;
 }
 
+DeviceMemory CpuMemoryOf(const varuna::CpuAllocationCounter& counter) {
+  DeviceMemory memory;
+  memory.allocated_bytes = counter.current_bytes();
+  memory.reserved_bytes = memory.allocated_bytes;
+  memory.max_allocated_bytes = counter.peak_bytes();
+  memory.allocated_count = counter.live_allocations();
+  return memory;
+}
+
 }  // namespace trainer

@@ -1,7 +1,7 @@
 // What the trainer's log says of its steps: the cost of one iteration (Megatron's FLOPs, the
 // tokens, the job's peak), the steps since the last log line (LogInterval: mean loss of the
 // applied ones, time of all), one step's own record for TensorBoard (OneStep), and the CUDA
-// allocator's statistics (DeviceMemoryOf).
+// allocator's statistics (DeviceMemoryOf, CpuMemoryOf).
 //
 // Thread safety: values and pure functions; LogInterval is for one thread.
 #ifndef VARUNA_TRAINER_STEP_METRICS_H_
@@ -17,6 +17,7 @@
 #include "trainer/tensorboard_log.h"
 #include "trainer/training_log.h"
 #include "trainer/training_state.h"
+#include "varuna/planning/cpu_allocation_counter.h"
 #include "varuna/varuna.h"
 
 namespace trainer {
@@ -68,6 +69,11 @@ StepRecord OneStep(const varuna::StepResult& result, const TrainingState& state,
 // The CUDA caching allocator's statistics of `device` (Megatron's torch.cuda.memory_stats
 // scalars); nullopt on the CPU, which has no such allocator.
 std::optional<DeviceMemory> DeviceMemoryOf(const c10::Device& device);
+
+// The same statistics of a CPU run, from `counter` (installed before the model was built):
+// LibTorch's CPU allocations since then. There is no cache on the CPU, so reserved_bytes is
+// allocated_bytes; allocated_count counts live allocations.
+DeviceMemory CpuMemoryOf(const varuna::CpuAllocationCounter& counter);
 
 }  // namespace trainer
 

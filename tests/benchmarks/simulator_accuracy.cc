@@ -28,7 +28,9 @@
 // 5. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, each run's
 //    time, error, and the all-reduce time the profile's curve gives at the largest stage's
 //    gradient bytes (the prediction includes it, and the step work the profile measured per
-//    segment).
+//    segment); and stage 0's memory: the plan's peak against the largest max_allocated_bytes
+//    of its runs (rank 0, stage 0 of replica 0, logs the metrics; on the CPU the trainer counts
+//    LibTorch's allocations).
 //
 // Threads: every process (the profile's ranks and every run's workers) gets OMP_NUM_THREADS=1,
 // so a 1-process run uses one core like each worker of a 2-process run and like the profile;
@@ -204,8 +206,10 @@ std::vector<varuna::Candidate> Choose(const std::vector<varuna::Candidate>& all,
   return chosen;
 }
 
-// The ms_per_iteration of the iterations after `skip` in a --metrics-file, appended to `times`.
-absl::Status ReadMetrics(const std::string& path, int skip, std::vector<double>& times) {
+// The ms_per_iteration of the iterations after `skip` in a --metrics-file, appended to `times`;
+// the largest max_allocated_bytes of any iteration into `peak_bytes` (when larger).
+absl::Status ReadMetrics(const std::string& path, int skip, std::vector<double>& times,
+                         int64_t& peak_bytes) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("no metrics file ", path));
   const size_t before = times.size();
@@ -215,6 +219,9 @@ absl::Status ReadMetrics(const std::string& path, int skip, std::vector<double>&
     const varuna::json::Value* iteration = varuna::json::Find(*value, "iteration");
     const varuna::json::Value* ms = varuna::json::Find(*value, "ms_per_iteration");
     if (iteration == nullptr || ms == nullptr) continue;
+    if (const varuna::json::Value* peak = varuna::json::Find(*value, "max_allocated_bytes")) {
+      peak_bytes = std::max(peak_bytes, peak->get<int64_t>());
+    }
     if (iteration->get<int64_t>() > skip) times.push_back(ms->get<double>());
   }
   if (times.size() == before) {
@@ -320,9 +327,13 @@ int main(int argc, char** argv) {
     std::vector<double> run_ms;  // each repeat's median step after --skip
     double predicted_ms = 0;     // on the median of the profiles
     double allreduce_ms = 0;     // the profile's curve at the largest stage's gradient bytes
+    // Stage 0's memory (rank 0 logs the metrics: stage 0 of replica 0): the largest
+    // max_allocated_bytes of its runs (LibTorch's CPU allocations), and the plan's.
+    int64_t measured_peak_bytes = 0;
+    int64_t planned_peak_bytes = 0;
   };
   std::vector<Row> rows;
-  for (const varuna::Candidate& c : chosen) rows.push_back(Row{c, {}, 0, 0});
+  for (const varuna::Candidate& c : chosen) rows.push_back(Row{c});
   for (int repeat = 1; repeat <= options.repeats; ++repeat) {
     if (repeat > 1 && !measure_profiles(repeat)) return 1;
     for (Row& row : rows) {
@@ -340,7 +351,8 @@ int main(int argc, char** argv) {
       std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n" << std::flush;
       if (!RunJob(argv, dir + "/" + name + ".log", nullptr)) return 1;
       std::vector<double> steps_ms;
-      if (absl::Status read = ReadMetrics(metrics, options.skip, steps_ms); !read.ok()) {
+      if (absl::Status read = ReadMetrics(metrics, options.skip, steps_ms, row.measured_peak_bytes);
+          !read.ok()) {
         std::cerr << "simulator_accuracy: " << read << "\n";
         return 1;
       }
@@ -369,6 +381,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     row.predicted_ms = priced->minibatch_ms;
+    row.planned_peak_bytes = priced->peak_memory_bytes.front();
   }
   for (Row& r : rows) {
     const int64_t parameters = LargestStageParameters(*profile, r.candidate);
@@ -391,11 +404,11 @@ int main(int argc, char** argv) {
       "measured: the median of the runs' median ms_per_iteration of steps %d..%d\n\n",
       absl::StrJoin(ModelFlags(), " "), options.global_batch, options.repeats, options.repeats,
       options.skip + 1, options.steps);
-  std::cout
-      << "| P | D | b | m | stage segments | predicted ms | measured ms | runs' medians | "
-         "error "
-         "| largest stage: params, all-reduce ms |\n|---|---|---|---|---|---|---|---|---|---|\n";
-  double worst = 0;
+  std::cout << "| P | D | b | m | stage segments | predicted ms | measured ms | runs' medians | "
+               "error "
+               "| largest stage: params, all-reduce ms | stage 0 memory: planned, measured MB "
+               "| error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  double worst = 0, worst_memory = 0;
   for (const Row& r : rows) {
     const double predicted = r.predicted_ms;
     const double measured = varuna::Summarize(r.run_ms).median_ms;
@@ -403,19 +416,26 @@ int main(int argc, char** argv) {
     worst = std::max(worst, std::abs(error));
     std::vector<std::string> runs;
     for (double ms : r.run_ms) runs.push_back(absl::StrFormat("%.0f", ms));
+    const double memory_error =
+        r.measured_peak_bytes > 0
+            ? (static_cast<double>(r.planned_peak_bytes) - r.measured_peak_bytes) /
+                  r.measured_peak_bytes * 100
+            : 0;
+    worst_memory = std::max(worst_memory, std::abs(memory_error));
     std::cout << absl::StrFormat(
-        "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %.2fM, %.1f |\n",
+        "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %.2fM, %.1f | %.2f, %.2f | "
+        "%+.1f%% |\n",
         r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
         r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured,
         absl::StrJoin(runs, ", "), error, LargestStageParameters(*profile, r.candidate) / 1e6,
-        r.allreduce_ms);
+        r.allreduce_ms, r.planned_peak_bytes / 1e6, r.measured_peak_bytes / 1e6, memory_error);
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << absl::StrFormat(
-      "\nlargest |error| %.1f%%; %zu configurations; wall time %.0f s. The all-reduce curve was "
-      "measured up to %d bytes.\n",
-      worst, rows.size(), wall, largest_profiled_allreduce);
+      "\nlargest |error| %.1f%% (memory %.1f%%); %zu configurations; wall time %.0f s. The "
+      "all-reduce curve was measured up to %d bytes.\n",
+      worst, worst_memory, rows.size(), wall, largest_profiled_allreduce);
   if (!options.keep) {
     fs::current_path("/");
     fs::remove_all(dir);

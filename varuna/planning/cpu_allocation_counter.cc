@@ -31,6 +31,7 @@ class CpuAllocationCounter::CountingAllocator : public c10::Allocator {
 
   int64_t current() const { return current_.load(); }
   int64_t peak() const { return peak_.load(); }
+  int64_t live() const { return live_.load(); }
 
   // Drops one reference (the counter's, or a block's); deletes the allocator at zero.
   void Release() {
@@ -49,6 +50,7 @@ class CpuAllocationCounter::CountingAllocator : public c10::Allocator {
     auto* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     new (base) Header{this, static_cast<int64_t>(n)};
     references_.fetch_add(1);
+    live_.fetch_add(1);
     const int64_t now = current_.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
     int64_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
@@ -62,12 +64,14 @@ class CpuAllocationCounter::CountingAllocator : public c10::Allocator {
     const Header header = *reinterpret_cast<Header*>(base);
     c10::free_cpu(base);
     header.owner->current_.fetch_sub(header.bytes);
+    header.owner->live_.fetch_sub(1);
     header.owner->Release();
   }
 
   std::atomic<int64_t> references_{1};  // The counter's.
   std::atomic<int64_t> current_{0};
   std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> live_{0};  // blocks allocated and not yet freed
 };
 
 namespace {
@@ -87,5 +91,7 @@ CpuAllocationCounter::~CpuAllocationCounter() {
 int64_t CpuAllocationCounter::current_bytes() const { return allocator_->current(); }
 
 int64_t CpuAllocationCounter::peak_bytes() const { return allocator_->peak(); }
+
+int64_t CpuAllocationCounter::live_allocations() const { return allocator_->live(); }
 
 }  // namespace varuna

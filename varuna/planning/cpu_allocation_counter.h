@@ -1,6 +1,6 @@
 // CpuAllocationCounter: counts the bytes LibTorch allocates on the CPU while it is alive, for the
-// profiler's activation-memory measurement on the CPU (where there is no allocator statistics
-// API like CUDA's caching allocator has).
+// profiler's activation-memory measurement on the CPU and the trainer's memory statistics of a
+// CPU run (where there is no allocator statistics API like CUDA's caching allocator has).
 //
 // While an instance lives, it is LibTorch's CPU allocator (c10::SetCPUAllocator): every CPU
 // allocation is made as LibTorch's default CPU allocator makes it (c10::alloc_cpu, same
@@ -38,6 +38,8 @@ class CpuAllocationCounter {
   int64_t current_bytes() const;
   // The highest current_bytes() since construction.
   int64_t peak_bytes() const;
+  // How many of the allocations made since construction are still live.
+  int64_t live_allocations() const;
 
   // The allocator that counts (shared with the allocations it made).
   class CountingAllocator;

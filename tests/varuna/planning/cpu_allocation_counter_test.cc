@@ -20,12 +20,16 @@ TEST(CpuAllocationCounterTest, CountsLiveBytesAndPeakAndRestoresTheAllocator) {
       at::Tensor a = at::empty({1000}, at::kFloat);
       at::Tensor b = at::empty({250}, at::kDouble);
       EXPECT_EQ(counter.current_bytes(), 6000);
+      EXPECT_EQ(counter.live_allocations(), 2);
       old = at::Tensor();
+      EXPECT_EQ(counter.live_allocations(), 2);  // the older tensor's freeing is not counted
     }
     EXPECT_EQ(counter.current_bytes(), 0);
+    EXPECT_EQ(counter.live_allocations(), 0);
     EXPECT_EQ(counter.peak_bytes(), 6000);
     survivor = at::ones({10}, at::kFloat);
     EXPECT_EQ(counter.current_bytes(), 40);
+    EXPECT_EQ(counter.live_allocations(), 1);
     EXPECT_EQ(counter.peak_bytes(), 6000);
   }
   EXPECT_EQ(c10::GetCPUAllocator(), before);
