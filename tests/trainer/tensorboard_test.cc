@@ -120,6 +120,33 @@ TEST_F(TensorBoardTest, EventFileHoldsTheRunsScalars) {
   EXPECT_EQ(scalars.count("mem-allocated-bytes"), 0u);
 }
 
+TEST_F(TensorBoardTest, CpuRunsReportTheirMemory) {
+  // On the CPU the trainer counts LibTorch's allocations from before the model is built: the
+  // metrics' max_allocated_bytes and, with --log-memory-to-tensorboard, the four mem-* tags.
+  const std::string tb = dir_ + "/tb";
+  Result r = Run(Plus(TinyModel(), {"--train-iters=2", "--eval-interval=0",
+                                    "--tensorboard-dir=" + tb, "--log-memory-to-tensorboard"}),
+                 "run");
+  ASSERT_EQ(r.exit.code, 0) << Describe(r);
+  std::vector<tensorboard::EventFile> files = ReadDir(tb);
+  ASSERT_EQ(files.size(), 1u);
+  const Scalars scalars = ScalarsOf(files[0]);
+  int steps = 0;
+  for (const varuna::json::Value& line : r.metrics) {
+    if (!line.contains("lm_loss")) continue;
+    ++steps;
+    const int64_t i = line.at("iteration").get<int64_t>();
+    const double peak = Number(line, "max_allocated_bytes");
+    EXPECT_GT(peak, 0) << i;
+    EXPECT_GT(scalars.at("mem-max-allocated-bytes").at(i), 0.0f) << i;
+    EXPECT_LE(scalars.at("mem-max-allocated-bytes").at(i), static_cast<float>(peak) * 1.0001f);
+    EXPECT_GT(scalars.at("mem-allocated-bytes").at(i), 0.0f) << i;
+    EXPECT_EQ(scalars.at("mem-reserved-bytes").at(i), scalars.at("mem-allocated-bytes").at(i));
+    EXPECT_GT(scalars.at("mem-allocated-count").at(i), 0.0f) << i;
+  }
+  EXPECT_EQ(steps, 2);
+}
+
 TEST_F(TensorBoardTest, ResumedRunWritesOnlyTheStepsAfterItsCheckpoint) {
   const std::string tb = dir_ + "/tb";
   const std::string ckpt = dir_ + "/ckpt";

@@ -20,6 +20,10 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // The engine all-reduces fp32 master gradients: 4 bytes per parameter.
 constexpr int64_t kGradientBytesPerParameter = 4;
 
+// Bytes of one element of the model's own gradients: the profile's dtype (2 for float16 and
+// bfloat16, 4 for float32).
+int64_t GradientElementBytes(const Profile& profile) { return profile.dtype == "float32" ? 4 : 2; }
+
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string Gib(int64_t bytes) {
@@ -111,6 +115,9 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       costs.working_bytes = std::max(
           costs.working_bytes, measured.activation_memory_bytes - kept + measured.output_bytes);
       costs.static_bytes += profile.statics[k].state_bytes;
+      // The step works through the parameters one tensor (or one multi-tensor chunk) at a
+      // time: the largest segment's temporaries.
+      costs.step_bytes = std::max(costs.step_bytes, profile.statics[k].step_memory_bytes);
       optimizer_ms += profile.statics[k].optimizer_ms;
       costs.gradient_ms +=
           profile.statics[k].gradient_ms + (replicas > 1 ? profile.statics[k].bucket_ms : 0.0);
@@ -120,15 +127,18 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     // The stages step in parallel: the slowest one ends the mini-batch.
     input.optimizer_ms = std::max(input.optimizer_ms, optimizer_ms);
     costs.stash_bytes = profile.compute[range.first].at(micro_batch).stash_bytes;
+    costs.gradient_bytes = profile.compute[range.last].at(micro_batch).output_bytes;
     // Without replicas the engine frees the fp32 master gradients for the micro-batches
     // (Varuna::step: ReleaseMasterGrads); with them they are views into the data-parallel
-    // buckets, which stay.
-    if (replicas == 1) {
-      for (int k = range.first; k <= range.last; ++k) {
-        costs.released_bytes += profile.statics[k].parameter_count * kGradientBytesPerParameter;
-      }
-      costs.released_bytes = std::min(costs.released_bytes, costs.static_bytes);
-    }
+    // buckets, which stay. The model's own gradients are freed at the start of a step too
+    // (ZeroModelGrads) and come back during the first backward, as its activations go: with
+    // one micro-batch a step they are never held beside a graph.
+    int64_t parameters = 0;
+    for (int k = range.first; k <= range.last; ++k)
+      parameters += profile.statics[k].parameter_count;
+    if (replicas == 1) costs.released_bytes += parameters * kGradientBytesPerParameter;
+    if (num_micro_batches == 1) costs.released_bytes += parameters * GradientElementBytes(profile);
+    costs.released_bytes = std::min(costs.released_bytes, costs.static_bytes);
     input.stages.push_back(costs);
   }
   // Ranks as the launcher places them (rank = replica * P + stage, node = rank / GPUs per

@@ -24,7 +24,10 @@
 //     working memory the largest of its segments' activation_memory_bytes - graph_memory_bytes
 //     + output_bytes (the gradient a segment's backward receives),
 //     its stash the first segment's stash_bytes, and with D = 1 its fp32 master gradients (4
-//     bytes per parameter) released during the micro-batches, as the engine frees them; a
+//     bytes per parameter) released during the micro-batches, as the engine frees them, and
+//     with one micro-batch a step the model's own gradients too (the profile's dtype); its
+//     step's temporaries the largest of its segments' step_memory_bytes, a received gradient its
+//     last segment's output_bytes; a
 //     candidate whose simulated peak on any stage exceeds the GPU memory (times
 //     `memory_fraction`) is dropped.
 // Candidates come back fastest first (ties: smaller peak, then fewer stages, then smaller b).

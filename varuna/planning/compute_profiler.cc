@@ -145,6 +145,27 @@ void SegmentProfiler::LearnOutputs(int k, const std::vector<int>& sizes) {
   ReleaseCachedMemory(options_.device);
 }
 
+// The peak bytes allocated on `device` while `work` runs, above the level before it (CUDA: the
+// caching allocator's statistics; CPU: a CpuAllocationCounter).
+int64_t PeakAbove(const c10::Device& device, const std::function<void()>& work) {
+#ifdef VARUNA_WITH_CUDA
+  if (device.is_cuda()) {
+    namespace cca = c10::cuda::CUDACachingAllocator;
+    constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    DeviceTimer(device).Synchronize();
+    const int64_t before = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].current;
+    cca::resetPeakStats(device.index());
+    work();
+    DeviceTimer(device).Synchronize();
+    const int64_t peak = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].peak;
+    return std::max<int64_t>(0, peak - before);
+  }
+#endif
+  CpuAllocationCounter counter;
+  work();
+  return counter.peak_bytes();
+}
+
 SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   const c10::Device device = options_.device;
   DeviceTimer timer(device);
@@ -304,6 +325,16 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
   });
   for (at::Tensor& grad : master_grads) grad.normal_(0, 1e-3);
   statics.optimizer_ms = median_ms([&] { adam.Step(); });
+  // The step's working memory: the gradient pass and the Adam step once more, each's peak above
+  // the level before it (the bucket copies are left out: with replicas the engine's master
+  // gradients already are views into the buckets).
+  statics.step_memory_bytes =
+      std::max(PeakAbove(options_.device,
+                         [&] {
+                           kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / 1024);
+                           (void)kernels::MultiTensorL2NormSquared(master_grads);
+                         }),
+               PeakAbove(options_.device, [&] { adam.Step(); }));
 }
 
 absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& sizes,
@@ -539,6 +570,10 @@ absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds) {
     result.statics[k].gradient_ms = Summarize(gradient).median_ms;
     result.statics[k].bucket_ms = Summarize(bucket).median_ms;
     result.statics[k].optimizer_ms = Summarize(optimizer).median_ms;
+    for (const Profile& round : rounds) {
+      result.statics[k].step_memory_bytes =
+          std::max(result.statics[k].step_memory_bytes, round.statics[k].step_memory_bytes);
+    }
   }
   return result;
 }

@@ -89,6 +89,9 @@ Value SegmentJson(const Profile& p, int k) {
   out["optimizer_ms"] = p.statics[k].optimizer_ms;
   out["gradient_ms"] = p.statics[k].gradient_ms;
   out["bucket_ms"] = p.statics[k].bucket_ms;
+  if (p.statics[k].step_memory_bytes != 0) {
+    out["step_memory_bytes"] = p.statics[k].step_memory_bytes;
+  }
   Value sizes = Value::array();
   for (const auto& [b, m] : p.compute[k]) {
     Value entry = Value::object();
@@ -239,6 +242,12 @@ absl::Status ReadSegment(const Value& root, const std::string& path, int k, Prof
     if (json::Find(root, name) == nullptr) continue;
     if (absl::Status s = r.Ms(root, name, "", p.statics[k].*field); !s.ok()) return s;
   }
+  if (json::Find(root, "step_memory_bytes") != nullptr) {
+    if (absl::Status s = r.Int(root, "step_memory_bytes", "", p.statics[k].step_memory_bytes);
+        !s.ok()) {
+      return s;
+    }
+  }
   absl::StatusOr<const Value*> sizes = r.Field(root, "micro_batches", "array", "");
   if (!sizes.ok()) return sizes.status();
   for (size_t j = 0; j < (*sizes)->size(); ++j) {
@@ -305,7 +314,8 @@ absl::Status MakeDirectories(const std::string& dir) {
 bool HasSegmentData(const Profile& p, int k) {
   const SegmentStatic& statics = p.statics[k];
   return !p.compute[k].empty() || statics.parameter_count != 0 || statics.state_bytes != 0 ||
-         statics.optimizer_ms != 0 || statics.gradient_ms != 0 || statics.bucket_ms != 0;
+         statics.optimizer_ms != 0 || statics.gradient_ms != 0 || statics.bucket_ms != 0 ||
+         statics.step_memory_bytes != 0;
 }
 
 void MergeCurve(const CostCurve& update, CostCurve& base) {
@@ -360,8 +370,9 @@ absl::Status ValidateProfile(const Profile& p) {
   }
   for (int k = 0; k < p.num_segments; ++k) {
     const std::string segment = absl::StrCat("segment ", k);
-    if (p.statics[k].parameter_count < 0 || p.statics[k].state_bytes < 0) {
-      return invalid(segment + ": parameter_count and state_bytes must be >= 0");
+    if (p.statics[k].parameter_count < 0 || p.statics[k].state_bytes < 0 ||
+        p.statics[k].step_memory_bytes < 0) {
+      return invalid(segment + ": parameter_count, state_bytes and step_memory_bytes must be >= 0");
     }
     for (const auto& [name, value] : {std::make_pair("optimizer_ms", p.statics[k].optimizer_ms),
                                       std::make_pair("gradient_ms", p.statics[k].gradient_ms),

@@ -72,6 +72,11 @@ struct SegmentStatic {
   // Median time of flattening the segment's gradients into one all-reduce bucket and copying the
   // sums back, which a step pays with D > 1 replicas; JSON "bucket_ms", optional (0).
   double bucket_ms = 0;
+  // Peak memory of the step's own work over the segment's parameters (the gradient pass, then
+  // the Adam step) above what was allocated before it, in bytes: the temporaries of those ops
+  // (none for the fused GPU kernels, the largest parameter's few on the CPU). JSON
+  // "step_memory_bytes", optional on read (older profiles: 0), written where not 0.
+  int64_t step_memory_bytes = 0;
 };
 
 // What a segment costs inside a stage, right after the segment before it, beyond what it costs

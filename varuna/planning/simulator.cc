@@ -54,7 +54,9 @@ absl::Status Validate(const SimulationInput& input) {
                                        std::make_pair(c.stash_bytes, "stash_bytes"),
                                        std::make_pair(c.activation_bytes, "activation_bytes"),
                                        std::make_pair(c.working_bytes, "working_bytes"),
-                                       std::make_pair(c.released_bytes, "released_bytes")}) {
+                                       std::make_pair(c.released_bytes, "released_bytes"),
+                                       std::make_pair(c.step_bytes, "step_bytes"),
+                                       std::make_pair(c.gradient_bytes, "gradient_bytes")}) {
       if (value < 0) {
         return absl::InvalidArgumentError(absl::StrCat("simulation input: ", name, field, " = ",
                                                        value, " is negative: bytes must be >= 0"));
@@ -104,6 +106,13 @@ struct StageState {
   int stashed = 0, graphs = 0;
   std::vector<bool> holds_graph;
   int peak_stashed = 0, peak_graphs = 0;
+  // Received and not yet taken by their task (the executor's receive threads hold them). A
+  // received input becomes its forward's stash, so the inputs held are stashed + waiting.
+  int waiting_activations = 0, waiting_gradients = 0;
+  int peak_inputs_held = 0, peak_waiting_gradients = 0;
+  void NoteInputs() {
+    peak_inputs_held = std::max(peak_inputs_held, stashed + waiting_activations);
+  }
 };
 
 // A one-direction link across one stage boundary: carries one transfer at a time, in order.
@@ -191,9 +200,12 @@ class Simulation {
     switch (event.kind) {
       case EventKind::kActivationArrives:
         st.activation_arrived[event.micro_batch] = true;
+        ++st.waiting_activations;
+        st.NoteInputs();
         return;
       case EventKind::kGradientArrives:
         st.gradient_arrived[event.micro_batch] = true;
+        st.peak_waiting_gradients = std::max(st.peak_waiting_gradients, ++st.waiting_gradients);
         return;
       case EventKind::kTaskEnd:
         break;
@@ -267,7 +279,11 @@ class Simulation {
       const bool keeps_graph = task.kind == TaskKind::kForward && KeepsGraph(st.tasks, *t);
       const double duration = keeps_graph ? GraphForwardMs(s) : Duration(task.kind, s);
       st.busy_ms += duration;
-      // Memory is taken when a task starts and given back when the backward ends.
+      // Memory is taken when a task starts and given back when the backward ends; a received
+      // input or gradient leaves the receive side when its task starts (the gradient a backward
+      // works on is part of its working memory).
+      if (task.kind == TaskKind::kForward && s > 0) --st.waiting_activations;
+      if (task.kind == TaskKind::kBackward && s + 1 < num_stages_) --st.waiting_gradients;
       if (task.kind == TaskKind::kForward) {
         ++st.stashed;
         if (keeps_graph) {
@@ -280,6 +296,7 @@ class Simulation {
       }
       st.peak_stashed = std::max(st.peak_stashed, st.stashed);
       st.peak_graphs = std::max(st.peak_graphs, st.graphs);
+      st.NoteInputs();
       Push(now + duration, EventKind::kTaskEnd, s, 0);
     }
   }
@@ -293,11 +310,13 @@ class Simulation {
       result.stage_busy_ms.push_back(st.busy_ms);
       result.stage_finish_ms.push_back(st.finish_ms);
       result.peak_stashed.push_back(st.peak_stashed);
+      result.peak_inputs.push_back(st.peak_inputs_held);
       result.peak_graphs.push_back(st.peak_graphs);
       result.peak_memory_bytes.push_back(
-          std::max(c.static_bytes - c.released_bytes + st.peak_stashed * c.stash_bytes +
-                       st.peak_graphs * c.activation_bytes + c.working_bytes,
-                   c.static_bytes));
+          std::max(c.static_bytes - c.released_bytes + st.peak_inputs_held * c.stash_bytes +
+                       st.peak_graphs * c.activation_bytes + c.working_bytes +
+                       st.peak_waiting_gradients * c.gradient_bytes,
+                   c.static_bytes + c.step_bytes));
       last_backward = std::max(last_backward, st.finish_ms);
       end = std::max(end, st.finish_ms + c.gradient_ms + c.allreduce_ms);
       busy += st.busy_ms;

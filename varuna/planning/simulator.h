@@ -27,10 +27,13 @@
 //   - after its last backward, stage s runs its gradient pass (gradient_ms[s]) and then
 //     all-reduces its gradients over the D replicas (allreduce_ms[s]; 0 for D = 1); the
 //     mini-batch ends when every stage has finished that, plus optimizer_ms.
-// Memory of stage s: static_bytes[s] - released_bytes[s] + (most micro-batches stashed at once)
-// * stash_bytes[s] + (most autograd graphs held at once) * activation_bytes[s] +
-// working_bytes[s] (one task at a time runs, so its working memory is needed once), or
-// static_bytes[s] alone where that is more (the step's work, after the micro-batches), the
+// Memory of stage s: static_bytes[s] - released_bytes[s] + (most inputs held at once: stashed,
+// or received and not yet taken by their forward) * stash_bytes[s] + (most autograd graphs held
+// at once) * activation_bytes[s] + working_bytes[s] (one task at a time runs, so its working
+// memory is needed once) + (most gradients received and not yet taken by their backward) *
+// gradient_bytes[s], or
+// static_bytes[s] + step_bytes[s] where that is more (the step's work, after the micro-batches,
+// with all of the state), the
 // counts taken along the simulated timeline (a stash lives from the start of F(i) to the end of
 // B(i), a graph from the start of a graph-keeping F(i) or of R(i) to the end of B(i); what a
 // backward frees at an instant is free for a task starting at that instant). The stash and graph
@@ -68,6 +71,11 @@ struct StageCosts {
   // The most a task needs above the graphs kept (a backward's temporaries and the gradients
   // it makes before freeing its saved tensors): the largest of the stage's segments'.
   int64_t working_bytes = 0;
+  // The step's own work's temporaries (gradient pass, optimizer), above the whole static state.
+  int64_t step_bytes = 0;
+  // One micro-batch's gradient received from the next stage (the stage's output size; 0 for
+  // the last stage).
+  int64_t gradient_bytes = 0;
 };
 
 struct SimulationInput {
@@ -86,6 +94,7 @@ struct SimulationResult {
   std::vector<double> stage_finish_ms;     // per stage: end of its last backward
   std::vector<int64_t> peak_memory_bytes;  // per stage, as above
   std::vector<int> peak_stashed;           // per stage
+  std::vector<int> peak_inputs;            // per stage: stashed or received, not yet taken
   std::vector<int> peak_graphs;            // per stage
 };
 

@@ -587,14 +587,14 @@ TEST(SimulatorTermsTest, OneStageChargesTheGraphForwardAndBackwardButNeverFOrAnE
 TEST(SimulatorTermsTest, AStageKeepsEveryGraphAndOneSegmentsWorkingMemory) {
   // Three segments at b = 4 (peaks 4 MiB each): their graphs keep 1, 2 and 3 MiB, so their
   // backwards need 3, 2 and 1 MiB more at their peaks, the first two also the gradient they
-  // receive (4 KiB, their output's size). One stage, one micro-batch: the state less the fp32
-  // master gradients (released: D = 1), one stash, every graph, and the largest working memory
-  // once (not the peaks summed).
+  // receive (4 KiB, their output's size). One stage, two micro-batches one after the other:
+  // the state less the fp32 master gradients (released: D = 1), one stash, every graph, and the
+  // largest working memory once (not the peaks summed).
   constexpr int64_t kMiB = int64_t{1} << 20;
   Profile profile = MakeProfile(3, {4}, /*hop_ms=*/0, /*allreduce_ms=*/0);
   for (int k = 0; k < 3; ++k) profile.compute[k].at(4).graph_memory_bytes = (k + 1) * kMiB;
   absl::StatusOr<std::vector<Candidate>> found =
-      SearchConfigurations(profile, Cluster(1, 1), Options(4));
+      SearchConfigurations(profile, Cluster(1, 1), Options(8));
   ASSERT_TRUE(found.ok()) << found.status();
   ASSERT_EQ(found->size(), 1u);
   const Candidate& one = found->front();
@@ -604,10 +604,23 @@ TEST(SimulatorTermsTest, AStageKeepsEveryGraphAndOneSegmentsWorkingMemory) {
   constexpr int64_t kWorking = 3 * kMiB + 4 * 1024;  // segment 0's, with its received gradient
   EXPECT_EQ(Peak(one),
             3 * kMiB /* state */ - kReleased + 4 * 1024 /* stash */ + 6 * kMiB + kWorking);
+  // The step's temporaries count only where they top the micro-batches' peak: the largest
+  // segment's, over the whole state.
+  profile.statics[1].step_memory_bytes = 7 * kMiB;
+  profile.statics[2].step_memory_bytes = 8 * kMiB;
+  absl::StatusOr<SimulationResult> step =
+      SimulateCandidate(profile, Cluster(1, 1), Options(8), one);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->peak_memory_bytes[0], Peak(one));  // 8 MiB + state < the micro-batches' peak
+  profile.statics[2].step_memory_bytes = 20 * kMiB;
+  step = SimulateCandidate(profile, Cluster(1, 1), Options(8), one);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->peak_memory_bytes[0], 3 * kMiB + 20 * kMiB);
+  profile.statics[1].step_memory_bytes = profile.statics[2].step_memory_bytes = 0;
   // A profile without the split (written before it was measured) keeps each whole peak.
   profile.compute[1].at(4).graph_memory_bytes = 0;
   absl::StatusOr<SimulationResult> older =
-      SimulateCandidate(profile, Cluster(1, 1), Options(4), one);
+      SimulateCandidate(profile, Cluster(1, 1), Options(8), one);
   ASSERT_TRUE(older.ok()) << older.status();
   EXPECT_EQ(older->peak_memory_bytes[0],
             3 * kMiB - kReleased + 4 * 1024 + (1 + 4 + 3) * kMiB + kWorking);
@@ -624,7 +637,7 @@ TEST(SimulatorTermsTest, OnlyAStageWithoutReplicasReleasesItsMasterGradients) {
   std::vector<Candidate> found;
   for (int gpus : {1, 2}) {
     absl::StatusOr<std::vector<Candidate>> on =
-        SearchConfigurations(profile, Cluster(1, gpus, 64 * kGiB), Options(4));
+        SearchConfigurations(profile, Cluster(1, gpus, 64 * kGiB), Options(8));
     ASSERT_TRUE(on.ok()) << on.status();
     found.insert(found.end(), on->begin(), on->end());
   }
@@ -639,6 +652,30 @@ TEST(SimulatorTermsTest, OnlyAStageWithoutReplicasReleasesItsMasterGradients) {
     EXPECT_EQ(Peak(c), 2 * kGiB - released + stash + activations + (int64_t{2} << 10));
     saw_one = saw_one || c.data_parallel == 1;
     saw_two = saw_two || c.data_parallel == 2;
+  }
+  EXPECT_TRUE(saw_one);
+  EXPECT_TRUE(saw_two);
+}
+
+TEST(SimulatorTermsTest, OneMicroBatchAStepAlsoReleasesTheModelsGradients) {
+  // Varuna::step frees the model's gradients when a step starts; the first backward makes them
+  // as it frees its activations. With m = 1 they are never held beside a graph; with m = 2 the
+  // first micro-batch's are held through the second. D = 2 (no master gradients released).
+  Profile profile = MakeProfile(1, {2, 4}, /*hop_ms=*/0, /*allreduce_ms=*/1, /*state_bytes=*/kGiB);
+  profile.statics[0].parameter_count = 50'000'000;  // float32: 200 MB of model gradients
+  for (auto& [b, m] : profile.compute[0]) m.activation_memory_bytes = kGiB;
+  absl::StatusOr<std::vector<Candidate>> found =
+      SearchConfigurations(profile, Cluster(1, 2, 64 * kGiB), Options(8));
+  ASSERT_TRUE(found.ok()) << found.status();
+  bool saw_one = false, saw_two = false;
+  for (const Candidate& c : *found) {
+    if (c.pipeline_stages != 1) continue;
+    SCOPED_TRACE(absl::StrFormat("b=%d m=%d", c.micro_batch, c.num_micro_batches));
+    const int64_t stash = int64_t{c.micro_batch} << 10;
+    const int64_t released = c.num_micro_batches == 1 ? 200'000'000 : 0;
+    EXPECT_EQ(Peak(c), kGiB - released + stash + kGiB);
+    saw_one = saw_one || c.num_micro_batches == 1;
+    saw_two = saw_two || c.num_micro_batches == 2;
   }
   EXPECT_TRUE(saw_one);
   EXPECT_TRUE(saw_two);

@@ -111,6 +111,10 @@ TEST_F(ProfilerTest, MeasuresEverySegmentAtEverySize) {
     EXPECT_LT(profile->statics[k].gradient_ms, 1000);
     EXPECT_GT(profile->statics[k].bucket_ms, 0);  // flatten + copy back
     EXPECT_LT(profile->statics[k].bucket_ms, 1000);
+    // The CPU's unfused step work makes temporaries, each at most a parameter's size a few
+    // times over (never the segment's whole state).
+    EXPECT_GT(profile->statics[k].step_memory_bytes, 0);
+    EXPECT_LT(profile->statics[k].step_memory_bytes, profile->statics[k].state_bytes);
   }
   ASSERT_EQ(lines_.size(), 6u);
   EXPECT_THAT(lines_[0], HasSubstr("segment 0 of 3, micro-batch 1: forward "));
@@ -452,6 +456,7 @@ Profile Round(double f, double spread, int64_t memory, double gradient, bool wit
   p.statics[0].parameter_count = 10;
   p.statics[0].gradient_ms = gradient;
   p.statics[0].optimizer_ms = 2 * gradient;
+  p.statics[0].step_memory_bytes = memory / 4;
   p.compute.resize(1);
   SegmentMeasurement m;
   m.forward_ms = f;
@@ -478,8 +483,9 @@ TEST(MedianOfRoundsTest, KeepsTheMedianRoundOfEachTime) {
   EXPECT_DOUBLE_EQ(m.forward_spread_ms, 20);  // the range of the rounds' times, 10 to 30
   EXPECT_DOUBLE_EQ(m.recompute_spread_ms, 20);
   EXPECT_EQ(m.timed_passes, 21);
-  EXPECT_EQ(m.activation_memory_bytes, 300);  // the largest
-  EXPECT_EQ(m.graph_memory_bytes, 150);       // the largest
+  EXPECT_EQ(m.activation_memory_bytes, 300);              // the largest
+  EXPECT_EQ(m.graph_memory_bytes, 150);                   // the largest
+  EXPECT_EQ(combined->statics[0].step_memory_bytes, 75);  // the largest
   EXPECT_EQ(m.output_bytes, 5);
   EXPECT_DOUBLE_EQ(combined->statics[0].gradient_ms, 2);
   EXPECT_DOUBLE_EQ(combined->statics[0].optimizer_ms, 4);

@@ -75,6 +75,7 @@ void ExpectEqual(const Profile& a, const Profile& b) {
     EXPECT_EQ(a.statics[k].optimizer_ms, b.statics[k].optimizer_ms);
     EXPECT_EQ(a.statics[k].gradient_ms, b.statics[k].gradient_ms);
     EXPECT_EQ(a.statics[k].bucket_ms, b.statics[k].bucket_ms);
+    EXPECT_EQ(a.statics[k].step_memory_bytes, b.statics[k].step_memory_bytes);
   }
   EXPECT_EQ(a.compute, b.compute);
   EXPECT_EQ(a.send_within_node.points, b.send_within_node.points);
@@ -295,6 +296,18 @@ TEST_F(ProfileFilesTest, GraphMemoryRoundTripsAndIsAbsentInOlderFiles) {
   EXPECT_EQ(read->compute[1].at(1).graph_memory_bytes, 0);
 }
 
+TEST_F(ProfileFilesTest, StepMemoryRoundTripsAndIsAbsentInOlderFiles) {
+  Profile p = FullProfile();
+  p.statics[2].step_memory_bytes = 4096;
+  ASSERT_TRUE(WriteProfile(p, dir_).ok());
+  EXPECT_THAT(Read("segment_2.json"), HasSubstr("\"step_memory_bytes\": 4096"));
+  EXPECT_THAT(Read("segment_1.json"), Not(HasSubstr("step_memory_bytes")));
+  absl::StatusOr<Profile> read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->statics[2].step_memory_bytes, 4096);
+  EXPECT_EQ(read->statics[1].step_memory_bytes, 0);
+}
+
 TEST(ProfileTest, ValidateNamesTheProblem) {
   EXPECT_TRUE(ValidateProfile(FullProfile()).ok());
   auto message = [](const Profile& p) {
@@ -317,6 +330,10 @@ TEST(ProfileTest, ValidateNamesTheProblem) {
   p = FullProfile();
   p.compute[1][2].stash_bytes = -1;
   EXPECT_THAT(message(p), HasSubstr("byte counts must be >= 0"));
+  p = FullProfile();
+  p.statics[0].step_memory_bytes = -1;
+  EXPECT_THAT(message(p), HasSubstr("segment 0: parameter_count, state_bytes and "
+                                    "step_memory_bytes must be >= 0"));
   p = FullProfile();
   p.compute[1][2].graph_memory_bytes = -1;
   EXPECT_THAT(message(p), HasSubstr("byte counts must be >= 0"));
