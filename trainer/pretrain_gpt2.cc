@@ -241,17 +241,19 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
 
   // 2. The report, the inputs, the job's processes, the data and the engine.
   // On the CPU, LibTorch's allocations are counted from here, before anything of the model
-  // exists, for the memory statistics a GPU's caching allocator gives (declared before the
-  // engine, so it is removed after the engine and its threads are gone).
-  std::optional<varuna::CpuAllocationCounter> cpu_allocations;
-  if (!options->device.is_cuda()) cpu_allocations.emplace();
+  // exists, for the memory statistics a GPU's caching allocator gives. The counter is never
+  // removed (so deliberately not deleted): after a failed step a receive thread the executor
+  // detached may still allocate (pipeline/stage_executor.cc), and putting the allocator back
+  // would race it; the process ends after Run.
+  const varuna::CpuAllocationCounter* cpu_allocations =
+      options->device.is_cuda() ? nullptr : new varuna::CpuAllocationCounter;
   absl::StatusOr<std::unique_ptr<TrainingLog>> log = OpenTrainingLog(a, options->rank == 0);
   if (!log.ok()) return log.status();
   std::function<std::optional<DeviceMemory>()> memory;
   if (options->device.is_cuda()) {
     memory = [device = options->device] { return DeviceMemoryOf(device); };
   } else {
-    memory = [&cpu_allocations]() -> std::optional<DeviceMemory> {
+    memory = [cpu_allocations]() -> std::optional<DeviceMemory> {
       return CpuMemoryOf(*cpu_allocations);
     };
   }

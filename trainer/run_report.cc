@@ -19,7 +19,9 @@ void RunReport::Start(int64_t iteration, bool resumed) {
   tensorboard_->Start(iteration, resumed).IgnoreError();
   log_->Info(absl::StrCat("> tensorboard: ", tensorboard_->path()));
   if (tensorboard_->options().log_memory && !device_memory_) {
-    log_->Info("> tensorboard: no memory scalars on the CPU (--log-memory-to-tensorboard)");
+    log_->Info(
+        "> tensorboard: no memory scalars: no allocator statistics for this device "
+        "(--log-memory-to-tensorboard)");
   }
 }
 

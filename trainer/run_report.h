@@ -30,8 +30,9 @@ namespace trainer {
 class RunReport {
  public:
   // `log`: required. `tensorboard`: null without --tensorboard-dir and on ranks other than 0.
-  // `device_memory`: the allocator's statistics for TensorBoard's memory scalars
-  // (--log-memory-to-tensorboard); null where the device has no allocator to ask (the CPU).
+  // `device_memory`: the allocator's statistics for the metrics' max_allocated_bytes and
+  // TensorBoard's memory scalars (--log-memory-to-tensorboard): the CUDA caching allocator's,
+  // or on the CPU the trainer's count of LibTorch's allocations; null where there is neither.
   RunReport(std::unique_ptr<TrainingLog> log, std::unique_ptr<TensorBoardLog> tensorboard,
             std::function<std::optional<DeviceMemory>()> device_memory);
 

@@ -7,7 +7,8 @@
 //   loss-scale (+ vs samples; unless --no-log-loss-scale-to-tensorboard),
 //   grad-norm (+ vs samples; when finite), skipped-iterations (since the start of training),
 //   with --log-memory-to-tensorboard: mem-reserved-bytes, mem-allocated-bytes,
-//   mem-max-allocated-bytes, mem-allocated-count (the CUDA caching allocator's).
+//   mem-max-allocated-bytes, mem-allocated-count (the CUDA caching allocator's, or on the CPU
+//   the trainer's count of LibTorch's allocations).
 // Every --log-interval, with the log line (Throughput): tokens-per-second, tflops (the job's
 // achieved model TFLOP/s), mfu (a fraction; when the device peak is known), and with
 // --log-timers-to-tensorboard iteration-time (seconds).

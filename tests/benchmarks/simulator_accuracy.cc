@@ -416,15 +416,17 @@ int main(int argc, char** argv) {
     worst = std::max(worst, std::abs(error));
     std::vector<std::string> runs;
     for (double ms : r.run_ms) runs.push_back(absl::StrFormat("%.0f", ms));
-    const double memory_error =
-        r.measured_peak_bytes > 0
-            ? (static_cast<double>(r.planned_peak_bytes) - r.measured_peak_bytes) /
-                  r.measured_peak_bytes * 100
-            : 0;
-    worst_memory = std::max(worst_memory, std::abs(memory_error));
+    // No max_allocated_bytes in the runs' metrics: no comparison (not a perfect one).
+    std::string memory_error = "n/a";
+    if (r.measured_peak_bytes > 0) {
+      const double error = (static_cast<double>(r.planned_peak_bytes) - r.measured_peak_bytes) /
+                           r.measured_peak_bytes * 100;
+      worst_memory = std::max(worst_memory, std::abs(error));
+      memory_error = absl::StrFormat("%+.1f%%", error);
+    }
     std::cout << absl::StrFormat(
         "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %.2fM, %.1f | %.2f, %.2f | "
-        "%+.1f%% |\n",
+        "%s |\n",
         r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
         r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured,
         absl::StrJoin(runs, ", "), error, LargestStageParameters(*profile, r.candidate) / 1e6,

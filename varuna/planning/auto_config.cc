@@ -5,6 +5,7 @@
 #include <limits>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,9 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   for (const SegmentRange& range : stages) {
     StageCosts costs;
     double optimizer_ms = 0;
+    // Per segment, in order: its graph and its backward's working memory (for one micro-batch
+    // a step, below).
+    std::vector<std::pair<int64_t, int64_t>> graph_and_working;
     for (int k = range.first; k <= range.last; ++k) {
       const SegmentMeasurement& measured = profile.compute[k].at(micro_batch);
       costs.forward_ms += measured.forward_ms;
@@ -112,8 +116,9 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       costs.activation_bytes += kept;
       // A segment's backward also holds the gradient it receives (its output's size), which
       // the profiler made before measuring: from the next segment, or from the next stage.
-      costs.working_bytes = std::max(
-          costs.working_bytes, measured.activation_memory_bytes - kept + measured.output_bytes);
+      const int64_t working = measured.activation_memory_bytes - kept + measured.output_bytes;
+      costs.working_bytes = std::max(costs.working_bytes, working);
+      graph_and_working.emplace_back(kept, working);
       costs.static_bytes += profile.statics[k].state_bytes;
       // The step works through the parameters one tensor (or one multi-tensor chunk) at a
       // time: the largest segment's temporaries.
@@ -128,16 +133,33 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     input.optimizer_ms = std::max(input.optimizer_ms, optimizer_ms);
     costs.stash_bytes = profile.compute[range.first].at(micro_batch).stash_bytes;
     costs.gradient_bytes = profile.compute[range.last].at(micro_batch).output_bytes;
+    costs.output_bytes = costs.gradient_bytes;
     // Without replicas the engine frees the fp32 master gradients for the micro-batches
     // (Varuna::step: ReleaseMasterGrads); with them they are views into the data-parallel
-    // buckets, which stay. The model's own gradients are freed at the start of a step too
-    // (ZeroModelGrads) and come back during the first backward, as its activations go: with
-    // one micro-batch a step they are never held beside a graph.
+    // buckets, which stay.
     int64_t parameters = 0;
-    for (int k = range.first; k <= range.last; ++k)
+    for (int k = range.first; k <= range.last; ++k) {
       parameters += profile.statics[k].parameter_count;
+    }
     if (replicas == 1) costs.released_bytes += parameters * kGradientBytesPerParameter;
-    if (num_micro_batches == 1) costs.released_bytes += parameters * GradientElementBytes(profile);
+    // The model's own gradients are freed when a step starts (ZeroModelGrads) and made again
+    // by the first backward, segment by segment from the last, as the graphs go. With one
+    // micro-batch a step (one graph at a time) the peak is then the worst moment of that
+    // backward: while segment k works, the graphs of segments up to k and the gradients of the
+    // segments after it. So all the model's gradients are released and that worst moment is
+    // the working memory above the graphs.
+    if (num_micro_batches == 1) {
+      const int64_t element = GradientElementBytes(profile);
+      int64_t graphs = 0, gradients_after = parameters * element, worst = 0;
+      for (size_t i = 0; i < graph_and_working.size(); ++i) {
+        const int k = range.first + static_cast<int>(i);
+        graphs += graph_and_working[i].first;
+        gradients_after -= profile.statics[k].parameter_count * element;
+        worst = std::max(worst, graphs + graph_and_working[i].second + gradients_after);
+      }
+      costs.released_bytes += parameters * element;
+      costs.working_bytes = worst - costs.activation_bytes;
+    }
     costs.released_bytes = std::min(costs.released_bytes, costs.static_bytes);
     input.stages.push_back(costs);
   }

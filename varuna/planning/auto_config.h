@@ -25,7 +25,9 @@
 //     + output_bytes (the gradient a segment's backward receives),
 //     its stash the first segment's stash_bytes, and with D = 1 its fp32 master gradients (4
 //     bytes per parameter) released during the micro-batches, as the engine frees them, and
-//     with one micro-batch a step the model's own gradients too (the profile's dtype); its
+//     with one micro-batch a step the model's own gradients too (the profile's dtype), the
+//     working memory then the worst moment of the backward (segment k working beside the
+//     graphs of segments up to k and the gradients of those after it); its
 //     step's temporaries the largest of its segments' step_memory_bytes, a received gradient its
 //     last segment's output_bytes; a
 //     candidate whose simulated peak on any stage exceeds the GPU memory (times

@@ -56,7 +56,8 @@ absl::Status Validate(const SimulationInput& input) {
                                        std::make_pair(c.working_bytes, "working_bytes"),
                                        std::make_pair(c.released_bytes, "released_bytes"),
                                        std::make_pair(c.step_bytes, "step_bytes"),
-                                       std::make_pair(c.gradient_bytes, "gradient_bytes")}) {
+                                       std::make_pair(c.gradient_bytes, "gradient_bytes"),
+                                       std::make_pair(c.output_bytes, "output_bytes")}) {
       if (value < 0) {
         return absl::InvalidArgumentError(absl::StrCat("simulation input: ", name, field, " = ",
                                                        value, " is negative: bytes must be >= 0"));
@@ -109,9 +110,21 @@ struct StageState {
   // Received and not yet taken by their task (the executor's receive threads hold them). A
   // received input becomes its forward's stash, so the inputs held are stashed + waiting.
   int waiting_activations = 0, waiting_gradients = 0;
-  int peak_inputs_held = 0, peak_waiting_gradients = 0;
-  void NoteInputs() {
-    peak_inputs_held = std::max(peak_inputs_held, stashed + waiting_activations);
+  int peak_inputs_held = 0;
+  // Sent and held until the step's end (pipeline/p2p.h: PendingSends, waited for after the
+  // last task): outputs to the next stage (counted when their forward's graph, if it kept
+  // one, is gone: until then the output is part of the graph) and gradients to the previous.
+  std::vector<bool> forward_kept_graph;
+  int sent_outputs = 0, sent_gradients = 0;
+  // The most bytes held at once by the terms above that change along the timeline.
+  int64_t peak_held_bytes = 0;
+  void NoteHeld(const StageCosts& c) {
+    const int inputs = stashed + waiting_activations;
+    peak_inputs_held = std::max(peak_inputs_held, inputs);
+    peak_held_bytes = std::max(
+        peak_held_bytes, inputs * c.stash_bytes + graphs * c.activation_bytes +
+                             waiting_gradients * c.gradient_bytes + sent_outputs * c.output_bytes +
+                             sent_gradients * c.stash_bytes);
   }
 };
 
@@ -136,11 +149,13 @@ class Simulation {
       st.activation_arrived.assign(m_, s == 0);
       st.gradient_arrived.assign(m_, s == num_stages_ - 1);
       st.holds_graph.assign(m_, false);
+      st.forward_kept_graph.assign(m_, false);
     }
   }
 
   absl::StatusOr<SimulationResult> Run() {
     Decide(0);
+    for (int s = 0; s < num_stages_; ++s) stages_[s].NoteHeld(input_.stages[s]);
     while (!events_.empty()) {
       const double now = events_.top().time;
       // Apply everything that happens at this instant before any stage picks its next task, so
@@ -151,6 +166,9 @@ class Simulation {
         Apply(event);
       }
       Decide(now);
+      // What is held between this instant and the next: after every arrival, every backward
+      // that ended (its memory is free for a task starting now) and every task that started.
+      for (int s = 0; s < num_stages_; ++s) stages_[s].NoteHeld(input_.stages[s]);
     }
     for (int s = 0; s < num_stages_; ++s) {
       if (stages_[s].completed != static_cast<int>(stages_[s].tasks.size())) {
@@ -201,11 +219,10 @@ class Simulation {
       case EventKind::kActivationArrives:
         st.activation_arrived[event.micro_batch] = true;
         ++st.waiting_activations;
-        st.NoteInputs();
         return;
       case EventKind::kGradientArrives:
         st.gradient_arrived[event.micro_batch] = true;
-        st.peak_waiting_gradients = std::max(st.peak_waiting_gradients, ++st.waiting_gradients);
+        ++st.waiting_gradients;
         return;
       case EventKind::kTaskEnd:
         break;
@@ -217,12 +234,15 @@ class Simulation {
     if (task.kind == TaskKind::kForward && s + 1 < num_stages_) {
       Push(Transfer(forward_links_[s], event.time, input_.hop_ms[s]), EventKind::kActivationArrives,
            s + 1, task.micro_batch);
+      if (!st.forward_kept_graph[task.micro_batch]) ++st.sent_outputs;
     }
     if (task.kind == TaskKind::kBackward) {
       if (s > 0) {
         Push(Transfer(backward_links_[s - 1], event.time, input_.hop_ms[s - 1]),
              EventKind::kGradientArrives, s - 1, task.micro_batch);
+        ++st.sent_gradients;
       }
+      if (s + 1 < num_stages_ && st.forward_kept_graph[task.micro_batch]) ++st.sent_outputs;
       --st.stashed;
       if (st.holds_graph[task.micro_batch]) --st.graphs;
       st.holds_graph[task.micro_batch] = false;
@@ -288,6 +308,7 @@ class Simulation {
         ++st.stashed;
         if (keeps_graph) {
           st.holds_graph[task.micro_batch] = true;
+          st.forward_kept_graph[task.micro_batch] = true;
           ++st.graphs;
         }
       } else if (task.kind == TaskKind::kRecompute && !st.holds_graph[task.micro_batch]) {
@@ -296,7 +317,6 @@ class Simulation {
       }
       st.peak_stashed = std::max(st.peak_stashed, st.stashed);
       st.peak_graphs = std::max(st.peak_graphs, st.graphs);
-      st.NoteInputs();
       Push(now + duration, EventKind::kTaskEnd, s, 0);
     }
   }
@@ -313,9 +333,7 @@ class Simulation {
       result.peak_inputs.push_back(st.peak_inputs_held);
       result.peak_graphs.push_back(st.peak_graphs);
       result.peak_memory_bytes.push_back(
-          std::max(c.static_bytes - c.released_bytes + st.peak_inputs_held * c.stash_bytes +
-                       st.peak_graphs * c.activation_bytes + c.working_bytes +
-                       st.peak_waiting_gradients * c.gradient_bytes,
+          std::max(c.static_bytes - c.released_bytes + st.peak_held_bytes + c.working_bytes,
                    c.static_bytes + c.step_bytes));
       last_backward = std::max(last_backward, st.finish_ms);
       end = std::max(end, st.finish_ms + c.gradient_ms + c.allreduce_ms);

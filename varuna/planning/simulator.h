@@ -27,19 +27,20 @@
 //   - after its last backward, stage s runs its gradient pass (gradient_ms[s]) and then
 //     all-reduces its gradients over the D replicas (allreduce_ms[s]; 0 for D = 1); the
 //     mini-batch ends when every stage has finished that, plus optimizer_ms.
-// Memory of stage s: static_bytes[s] - released_bytes[s] + (most inputs held at once: stashed,
-// or received and not yet taken by their forward) * stash_bytes[s] + (most autograd graphs held
-// at once) * activation_bytes[s] + working_bytes[s] (one task at a time runs, so its working
-// memory is needed once) + (most gradients received and not yet taken by their backward) *
-// gradient_bytes[s], or
+// Memory of stage s: static_bytes[s] - released_bytes[s] + working_bytes[s] (one task at a time
+// runs, so its working memory is needed once) + the most bytes held at once along the simulated
+// timeline, where at each instant (after its arrivals, the backwards that ended, whose memory
+// is free for a task starting at that instant, and the tasks that started) a stage holds:
+//   (inputs stashed or received and not yet taken by their forward) * stash_bytes[s]
+//   + (autograd graphs) * activation_bytes[s]
+//   + (gradients received and not yet taken by their backward) * gradient_bytes[s]
+//   + (outputs sent) * output_bytes[s] + (gradients sent back) * stash_bytes[s]
+// (a stash lives from the start of F(i) to the end of B(i), a graph from the start of a
+// graph-keeping F(i) or of R(i) to the end of B(i); the executor holds what it sent until the
+// step's end, an output kept in a graph counting from the end of that graph); or
 // static_bytes[s] + step_bytes[s] where that is more (the step's work, after the micro-batches,
-// with all of the state), the
-// counts taken along the simulated timeline (a stash lives from the start of F(i) to the end of
-// B(i), a graph from the start of a graph-keeping F(i) or of R(i) to the end of B(i); what a
-// backward frees at an instant is free for a task starting at that instant). The stash and graph
-// peaks may fall at different times, so their sum is an upper bound for what they need; what the
-// process holds outside the model (library workspaces, buffers of the communication) is not
-// counted (on an H200, about 65 MiB: docs/profiling.md).
+// with all of the state). What the process holds outside the model (library workspaces,
+// buffers of the communication) is not counted (on an H200, about 65 MiB: docs/profiling.md).
 //
 // Thread safety: pure function.
 #ifndef VARUNA_PLANNING_SIMULATOR_H_
@@ -76,6 +77,8 @@ struct StageCosts {
   // One micro-batch's gradient received from the next stage (the stage's output size; 0 for
   // the last stage).
   int64_t gradient_bytes = 0;
+  // One micro-batch's output sent to the next stage (0 for the last stage).
+  int64_t output_bytes = 0;
 };
 
 struct SimulationInput {

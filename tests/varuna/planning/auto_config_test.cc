@@ -681,6 +681,34 @@ TEST(SimulatorTermsTest, OneMicroBatchAStepAlsoReleasesTheModelsGradients) {
   EXPECT_TRUE(saw_two);
 }
 
+TEST(SimulatorTermsTest, OneMicroBatchsPeakIsTheBackwardsWorstMoment) {
+  // Two segments in one stage, one micro-batch (D = 2: no master gradients released). Segment 0
+  // keeps a 100 MiB graph, segment 1 (the last, with 200 MB of float32 gradients) a 10 MiB one;
+  // each backward needs 1 MiB more. The backward runs segment 1, then segment 0, whose graph
+  // is still held beside segment 1's gradients: 100 + 1 MiB + 200 MB, the worst moment.
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  Profile profile = MakeProfile(2, {2}, /*hop_ms=*/0, /*allreduce_ms=*/1, /*state_bytes=*/kGiB);
+  profile.statics[0].parameter_count = 1'000'000;   // 4 MB of gradients
+  profile.statics[1].parameter_count = 50'000'000;  // 200 MB
+  profile.compute[0].at(2).activation_memory_bytes = 101 * kMiB;
+  profile.compute[0].at(2).graph_memory_bytes = 100 * kMiB;
+  profile.compute[0].at(2).output_bytes = 0;  // the received gradient left out of this sum
+  profile.compute[1].at(2).activation_memory_bytes = 11 * kMiB;
+  profile.compute[1].at(2).graph_memory_bytes = 10 * kMiB;
+  absl::StatusOr<std::vector<Candidate>> found =
+      SearchConfigurations(profile, Cluster(1, 2, 64 * kGiB), Options(4));
+  ASSERT_TRUE(found.ok()) << found.status();
+  bool saw = false;
+  for (const Candidate& c : *found) {
+    if (c.pipeline_stages != 1 || c.num_micro_batches != 1) continue;
+    saw = true;
+    const int64_t gradients = 51'000'000 * 4;
+    const int64_t stash = int64_t{2} << 10;
+    EXPECT_EQ(Peak(c), 2 * kGiB - gradients + stash + 100 * kMiB + kMiB + 200'000'000);
+  }
+  EXPECT_TRUE(saw);
+}
+
 TEST(SimulatorTermsTest, TheLastStageNeverChargesARecompute) {
   // Two stages, Varuna's schedule: the last stage runs each micro-batch's backward right after
   // its forward, so its forwards keep their graphs (R's time) and it has no recompute task; the
