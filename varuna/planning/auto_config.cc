@@ -100,9 +100,13 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   for (const SegmentRange& range : stages) {
     StageCosts costs;
     double optimizer_ms = 0;
-    // Per segment, in order: its graph and its backward's working memory (for one micro-batch
-    // a step, below).
-    std::vector<std::pair<int64_t, int64_t>> graph_and_working;
+    int64_t parameters = 0;
+    // Per segment, in order: its graph, its backward's working memory and its parameters (for
+    // one micro-batch a step, below).
+    struct SegmentMemory {
+      int64_t graph, working, parameters;
+    };
+    std::vector<SegmentMemory> segments;
     for (int k = range.first; k <= range.last; ++k) {
       const SegmentMeasurement& measured = profile.compute[k].at(micro_batch);
       costs.forward_ms += measured.forward_ms;
@@ -118,7 +122,8 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
       // the profiler made before measuring: from the next segment, or from the next stage.
       const int64_t working = measured.activation_memory_bytes - kept + measured.output_bytes;
       costs.working_bytes = std::max(costs.working_bytes, working);
-      graph_and_working.emplace_back(kept, working);
+      parameters += profile.statics[k].parameter_count;
+      segments.push_back({kept, working, profile.statics[k].parameter_count});
       costs.static_bytes += profile.statics[k].state_bytes;
       // The step works through the parameters one tensor (or one multi-tensor chunk) at a
       // time: the largest segment's temporaries.
@@ -137,10 +142,6 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     // Without replicas the engine frees the fp32 master gradients for the micro-batches
     // (Varuna::step: ReleaseMasterGrads); with them they are views into the data-parallel
     // buckets, which stay.
-    int64_t parameters = 0;
-    for (int k = range.first; k <= range.last; ++k) {
-      parameters += profile.statics[k].parameter_count;
-    }
     if (replicas == 1) costs.released_bytes += parameters * kGradientBytesPerParameter;
     // The model's own gradients are freed when a step starts (ZeroModelGrads) and made again
     // by the first backward, segment by segment from the last, as the graphs go. With one
@@ -151,11 +152,10 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     if (num_micro_batches == 1) {
       const int64_t element = GradientElementBytes(profile);
       int64_t graphs = 0, gradients_after = parameters * element, worst = 0;
-      for (size_t i = 0; i < graph_and_working.size(); ++i) {
-        const int k = range.first + static_cast<int>(i);
-        graphs += graph_and_working[i].first;
-        gradients_after -= profile.statics[k].parameter_count * element;
-        worst = std::max(worst, graphs + graph_and_working[i].second + gradients_after);
+      for (const SegmentMemory& segment : segments) {
+        graphs += segment.graph;
+        gradients_after -= segment.parameters * element;
+        worst = std::max(worst, graphs + segment.working + gradients_after);
       }
       costs.released_bytes += parameters * element;
       costs.working_bytes = worst - costs.activation_bytes;

@@ -145,24 +145,32 @@ void SegmentProfiler::LearnOutputs(int k, const std::vector<int>& sizes) {
   ReleaseCachedMemory(options_.device);
 }
 
+// The bytes allocated now above the level before a measurement (PeakAbove's `level`).
+using MemoryLevel = std::function<int64_t()>;
+
 // The peak bytes allocated on `device` while `work` runs, above the level before it (CUDA: the
-// caching allocator's statistics; CPU: a CpuAllocationCounter).
-int64_t PeakAbove(const c10::Device& device, const std::function<void()>& work) {
+// caching allocator's statistics, the device synchronised around `work`; CPU: a
+// CpuAllocationCounter). `work` gets `level`, to read the level above the same base while it
+// runs.
+int64_t PeakAbove(const c10::Device& device,
+                  const std::function<void(const MemoryLevel& level)>& work) {
 #ifdef VARUNA_WITH_CUDA
   if (device.is_cuda()) {
     namespace cca = c10::cuda::CUDACachingAllocator;
     constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    auto allocated = [&] {
+      return cca::getDeviceStats(device.index()).allocated_bytes[kAggregate];
+    };
     DeviceTimer(device).Synchronize();
-    const int64_t before = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].current;
+    const int64_t before = allocated().current;
     cca::resetPeakStats(device.index());
-    work();
+    work([&] { return std::max<int64_t>(0, allocated().current - before); });
     DeviceTimer(device).Synchronize();
-    const int64_t peak = cca::getDeviceStats(device.index()).allocated_bytes[kAggregate].peak;
-    return std::max<int64_t>(0, peak - before);
+    return std::max<int64_t>(0, allocated().peak - before);
   }
 #endif
   CpuAllocationCounter counter;
-  work();
+  work([&] { return counter.current_bytes(); });
   return counter.peak_bytes();
 }
 
@@ -254,29 +262,9 @@ SegmentMeasurement SegmentProfiler::Measure(StageModule& stage, int k, int b) {
   // Activation memory: one more R + B, counted from the level before it: the peak during it,
   // and the level between R and B (what the graph keeps until its backward).
   const RngState now = RngState::Capture(device);
-#ifdef VARUNA_WITH_CUDA
-  if (device.is_cuda()) {
-    namespace cca = c10::cuda::CUDACachingAllocator;
-    constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    auto allocated = [&] {
-      return cca::getDeviceStats(device.index()).allocated_bytes[kAggregate];
-    };
-    timer.Synchronize();
-    const int64_t before = allocated().current;
-    cca::resetPeakStats(device.index());
-    recompute_and_backward(now, nullptr, nullptr, [&] {
-      m.graph_memory_bytes = std::max<int64_t>(0, allocated().current - before);
-    });
-    timer.Synchronize();
-    m.activation_memory_bytes = std::max<int64_t>(0, allocated().peak - before);
-  }
-#endif
-  if (!device.is_cuda()) {
-    CpuAllocationCounter counter;
-    recompute_and_backward(now, nullptr, nullptr,
-                           [&] { m.graph_memory_bytes = counter.current_bytes(); });
-    m.activation_memory_bytes = counter.peak_bytes();
-  }
+  m.activation_memory_bytes = PeakAbove(device, [&](const MemoryLevel& level) {
+    recompute_and_backward(now, nullptr, nullptr, [&] { m.graph_memory_bytes = level(); });
+  });
 
   if (k == 0) {
     for (const auto& [name, tensor] : inputs) m.stash_bytes += Bytes(tensor);
@@ -308,10 +296,12 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
   std::vector<at::Tensor>& master_grads = adam.MasterGrads();
   // As Varuna::step with ties or replicas: unscale into the masters, then the squared norm. The
   // step reads the norm back once for the whole stage, not once per segment: not timed here.
-  statics.gradient_ms = median_ms([&] {
+  auto gradient_pass = [&] {
     kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / 1024);
     (void)kernels::MultiTensorL2NormSquared(master_grads);
-  });
+  };
+  auto adam_step = [&] { adam.Step(); };
+  statics.gradient_ms = median_ms(gradient_pass);
   // As its data-parallel path around the all-reduce: flatten into a bucket, copy back.
   statics.bucket_ms = median_ms([&] {
     std::vector<at::Tensor> flat;
@@ -324,17 +314,13 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
     }
   });
   for (at::Tensor& grad : master_grads) grad.normal_(0, 1e-3);
-  statics.optimizer_ms = median_ms([&] { adam.Step(); });
+  statics.optimizer_ms = median_ms(adam_step);
   // The step's working memory: the gradient pass and the Adam step once more, each's peak above
   // the level before it (the bucket copies are left out: with replicas the engine's master
   // gradients already are views into the buckets).
   statics.step_memory_bytes =
-      std::max(PeakAbove(options_.device,
-                         [&] {
-                           kernels::MultiTensorUnscale(model_grads, master_grads, 1.0 / 1024);
-                           (void)kernels::MultiTensorL2NormSquared(master_grads);
-                         }),
-               PeakAbove(options_.device, [&] { adam.Step(); }));
+      std::max(PeakAbove(options_.device, [&](const MemoryLevel&) { gradient_pass(); }),
+               PeakAbove(options_.device, [&](const MemoryLevel&) { adam_step(); }));
 }
 
 absl::Status SegmentProfiler::ProfileSegment(int k, const std::vector<int>& sizes,
