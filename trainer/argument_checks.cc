@@ -247,6 +247,24 @@ absl::Status ValidateArguments(const TrainerArguments& a) {
     return Invalid(absl::StrCat("--resume_step=", a.resume_step,
                                 " needs --load=DIR (the checkpoints to resume from)"));
   }
+  if (a.use_pytorch_profiler && !a.profile) {
+    return Invalid("--use-pytorch-profiler chooses how --profile records the steps: add --profile");
+  }
+  if (a.profile && a.profiling) {
+    return Invalid(
+        "--profile records training steps, and --profiling (Varuna's profile mode) trains none: "
+        "give one of them");
+  }
+  if (a.profile && a.profile_step_end <= a.profile_step_start) {
+    return Invalid(absl::StrCat("--profile-step-end=", a.profile_step_end,
+                                " must be above --profile-step-start=", a.profile_step_start,
+                                " (--profile records the steps in between)"));
+  }
+  if (a.profile && a.use_pytorch_profiler && a.tensorboard_dir.empty()) {
+    return Invalid(
+        "--profile --use-pytorch-profiler writes its trace into --tensorboard-dir, as Megatron-LM "
+        "does: give --tensorboard-dir=DIR");
+  }
   if (a.profiling && a.profile_dir.empty() && a.save.empty()) {
     return Invalid(
         "--profiling needs --profile-dir=DIR or --save=DIR (where the profile is written)");

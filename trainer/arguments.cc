@@ -200,6 +200,22 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "write the CUDA allocator's memory statistics to TensorBoard (no-op on the CPU)");
   p.Add("log-timers-to-tensorboard", &a.log_timers_to_tensorboard,
         "write the time per iteration to TensorBoard (iteration-time, seconds)");
+  p.Add("profile", &a.profile,
+        "profile the steps from --profile-step-start up to --profile-step-end on the "
+        "--profile-ranks: with --use-pytorch-profiler LibTorch's profiler (a trace in "
+        "--tensorboard-dir and a per-op summary in the log), else marked for Nsight Systems "
+        "(cudaProfilerStart/Stop: run under nsys profile --capture-range=cudaProfilerApi)");
+  p.Add("use-pytorch-profiler", &a.use_pytorch_profiler,
+        "with --profile: record the steps with LibTorch's profiler instead of marking them for "
+        "Nsight Systems");
+  p.Add("profile-step-start", &a.profile_step_start,
+        "--profile starts before the step taken after this many iterations");
+  p.Add("profile-step-end", &a.profile_step_end,
+        "--profile stops once this many iterations are done (the steps start+1 .. end of the log)");
+  p.SetMinimum("profile-step-start", 0);
+  p.SetMinimum("profile-step-end", 1);
+  p.Add("profile-ranks", &a.profile_ranks_text,
+        "global ranks that --profile profiles: --profile-ranks 0 1 (or 0,1)");
   p.Add("varuna", &a.varuna, "run under the Varuna engine (always on; accepted for scripts)");
   p.Add("stage_to_rank_map", &a.stage_to_rank_map, "Varuna stage map, e.g. \"0,2;1,3;\"");
   p.Add("chunk_size", &a.chunk_size, "micro-batch size (0: --batch-size)");
@@ -420,6 +436,11 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
     if (!segments.ok()) return segments.status();
     a.profile_segments = *std::move(segments);
   }
+  absl::StatusOr<std::vector<int>> profile_ranks =
+      ParseNumberList({"profile-ranks", 0, "rank", "global ranks", "0 1 or 0,1"},
+                      absl::StrJoin(a.profile_ranks_text, ","));
+  if (!profile_ranks.ok()) return profile_ranks.status();
+  a.profile_ranks = *std::move(profile_ranks);
   absl::StatusOr<std::vector<int>> stage_segments = ParseStageSegments(a.stage_segments_text);
   if (!stage_segments.ok()) return stage_segments.status();
   a.stage_segments = *std::move(stage_segments);

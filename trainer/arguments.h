@@ -143,6 +143,16 @@ struct TrainerArguments {
   int rank = -1;
   int local_rank = -1;
   int64_t resume_step = -1;  // Also --load-iteration.
+  // Megatron's --profile (trainer/step_profiler.h): the steps from --profile-step-start up to
+  // --profile-step-end on the --profile-ranks, recorded by LibTorch's profiler
+  // (--use-pytorch-profiler, its trace into --tensorboard-dir) or marked for Nsight Systems.
+  bool profile = false;
+  bool use_pytorch_profiler = false;
+  int64_t profile_step_start = 10;
+  int64_t profile_step_end = 12;
+  std::vector<std::string> profile_ranks_text = {"0"};  // As given: "0 1" or "0,1".
+  std::vector<int> profile_ranks;                       // Parsed, ascending.
+
   // --profiling: measure the model's segments instead of training (Varuna's profile mode).
   bool profiling = false;
   std::string profile_micro_batches = "1-24";  // Sizes: a list "1,2,4,8", ranges "1-24", or both.

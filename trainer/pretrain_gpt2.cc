@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "models/gpt2/config.h"
 #include "models/gpt2/summary.h"
 #include "trainer/arguments.h"
@@ -41,6 +42,7 @@
 #include "trainer/run_report.h"
 #include "trainer/setup.h"
 #include "trainer/step_metrics.h"
+#include "trainer/step_profiler.h"
 #include "trainer/stop_signal.h"
 #include "trainer/training_state.h"
 #include "varuna/comm/exception_status.h"
@@ -123,7 +125,7 @@ void ReportEngine(const TrainerArguments& a, const GptEngine& gpt, RunReport& re
 absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptData& data,
                    const RunRecord& record, const IterationCost& cost, TrainingState state,
                    const StopSignal& stop_signal, const ExitDuration& exit_duration,
-                   RunReport& report) {
+                   StepProfiler& profiler, RunReport& report) {
   const int64_t first_iteration = state.iteration;
   const LrSchedule schedule(LearningRateSchedule(a));
   // The engine agrees on a stop across ranks, so all stop at the same step.
@@ -142,6 +144,7 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
   bool saved_last = false;
   bool stopped = false;
   while (state.iteration < a.train_iters) {
+    if (absl::Status s = profiler.BeforeStep(state.iteration); !s.ok()) return s;
     const auto step_start = std::chrono::steady_clock::now();
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
     absl::StatusOr<varuna::TensorMap> batch = data.TrainBatch(state.consumed_samples);
@@ -153,6 +156,10 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     state.consumed_samples += cost.global_batch;
     if (result->overflow) ++state.skipped;
     saved_last = false;
+    const bool last = state.iteration >= a.train_iters || result->stop || every(a.exit_interval);
+    absl::StatusOr<std::optional<std::string>> profiled = profiler.AfterStep(state.iteration, last);
+    if (!profiled.ok()) return profiled.status();
+    if (profiled->has_value()) report.Info(std::string(absl::StripSuffix(**profiled, "\n")));
     ReportStepEvents(*result, state, a, report);
     if (absl::Status s = report.Step(OneStep(*result, state, engine)); !s.ok()) return s;
     if (every(a.log_interval)) {
@@ -236,6 +243,8 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   // that work naming no device (c10d's, NCCL's, LibTorch's) lands there and not on GPU 0.
   if (options->device.is_cuda()) at::accelerator::setDeviceIndex(options->device.index());
   if (a.profiling) return RunProfileMode(a, *config, *options, launch, mode_lines);
+  absl::StatusOr<StepProfiler> profiler = StepProfiler::Create(a, options->rank, options->device);
+  if (!profiler.ok()) return profiler.status();
   const absl::StatusOr<bool> has_checkpoint = CheckRun(a, *config, *options, launch);
   if (!has_checkpoint.ok()) return has_checkpoint.status();
 
@@ -309,7 +318,8 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
         "> setting training iterations to %d (--train-samples=%d / global batch %d, rounded down)",
         a.train_iters, a.train_samples, cost.global_batch));
   }
-  return Train(a, *gpt->varuna, **data, record, cost, *state, *stop_signal, exit_duration, report);
+  return Train(a, *gpt->varuna, **data, record, cost, *state, *stop_signal, exit_duration,
+               *profiler, report);
 }
 
 // "pretrain_gpt2: error: <message>" on stderr; returns `code`.
@@ -371,6 +381,15 @@ int main(int argc, char** argv) {
   // --fp8-format on a device or with shapes that cannot take it: a usage error too.
   if (absl::Status s = trainer::CheckFp8Start(*arguments, *launch); !s.ok()) {
     return trainer::Fail(s, 2);
+  }
+  // --profile's Nsight Systems marks where there is no CUDA device: a usage error too.
+  if (absl::StatusOr<varuna::VarunaOptions> options = trainer::EngineOptions(*arguments, *launch);
+      options.ok()) {
+    if (absl::Status s =
+            trainer::StepProfiler::Create(*arguments, options->rank, options->device).status();
+        !s.ok()) {
+      return trainer::Fail(s, 2);
+    }
   }
   absl::Status status;
   try {

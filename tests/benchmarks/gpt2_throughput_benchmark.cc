@@ -69,12 +69,12 @@
 #include "models/gpt2/flops.h"
 #include "models/gpt2/model.h"
 #include "tests/benchmarks/device_memory.h"
-#include "tests/benchmarks/op_profile.h"
 #include "trainer/attention_backend.h"
 #include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
 #include "trainer/fp8_flags.h"
 #include "trainer/gpt_engine.h"
+#include "trainer/op_profile.h"
 #include "trainer/throughput.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
@@ -86,6 +86,8 @@
 namespace benchmarks {
 namespace {
 
+using trainer::ProfiledEvent;
+using trainer::ProfileEvents;
 using varuna::json::Value;
 
 constexpr char kUsage[] =
@@ -358,15 +360,9 @@ absl::Status Step(varuna::Varuna& engine, const varuna::TensorMap& batch, int in
   return absl::OkStatus();
 }
 
-// What --profile-ops measured beyond its table (nullopt where it cannot tell).
-struct ProfileSummary {
-  std::optional<double> device_busy_fraction;
-  std::optional<double> host_syncs_per_step;  // blocking CUDA calls, the bracketing ones out
-};
-
-absl::StatusOr<ProfileSummary> ProfileOps(varuna::Varuna& engine,
-                                          const std::vector<varuna::TensorMap>& batches,
-                                          const Options& o) {
+// Profiles o.profile_steps more steps op by op and prints the tables and summaries.
+absl::StatusOr<trainer::StepsProfileSummary> ProfileOps(
+    varuna::Varuna& engine, const std::vector<varuna::TensorMap>& batches, const Options& o) {
   const bool cuda = o.engine.device.is_cuda();
   double wall_ms = 0;
   absl::StatusOr<std::vector<ProfiledEvent>> events = ProfileEvents(cuda, [&]() -> absl::Status {
@@ -382,59 +378,10 @@ absl::StatusOr<ProfileSummary> ProfileOps(varuna::Varuna& engine,
     return absl::OkStatus();
   });
   if (!events.ok()) return events.status();
-  const std::string steps = absl::StrCat(o.profile_steps, " profiled steps, ",
-                                         absl::StrFormat("%.1f ms", wall_ms), " of wall time");
-  ProfileSummary summary;
-  std::vector<OpTime> device = DeviceTimeByOp(*events);
-  if (!device.empty()) {
-    absl::PrintF("%s", FormatOpTable(absl::StrCat("device time by op (", steps,
-                                                  "; a kernel counts for the op that launched "
-                                                  "it; % of the wall time):"),
-                                     device, wall_ms, 25)
-                           .c_str());
-    const double busy_ms = DeviceBusyMilliseconds(*events);
-    summary.device_busy_fraction = wall_ms > 0 ? busy_ms / wall_ms : 0.0;
-    absl::PrintF(
-        "device busy fraction: %.1f%% (%.1f ms with a kernel, copy or memset running, overlaps "
-        "counted once, of %.1f ms of wall time; idle %.1f ms per step; measured under the "
-        "profiler, which slows the host: a lower bound on the fraction without it)\n",
-        100 * *summary.device_busy_fraction, busy_ms, wall_ms,
-        (wall_ms - busy_ms) / o.profile_steps);
-    const std::map<std::string, int64_t> syncs = HostSyncCalls(*events);
-    bool any_runtime = false;
-    for (const ProfiledEvent& event : *events) any_runtime = any_runtime || event.runtime;
-    if (any_runtime) {
-      int64_t waits = 0;
-      std::string by_name;
-      for (const auto& [name, calls] : syncs) {
-        // The two device synchronisations around the profiled steps are the benchmark's own.
-        waits += name == "cudaDeviceSynchronize" ? std::max<int64_t>(calls - 2, 0) : calls;
-        absl::StrAppend(&by_name, by_name.empty() ? "" : ", ", name, " ", calls);
-      }
-      summary.host_syncs_per_step = static_cast<double>(waits) / o.profile_steps;
-      absl::PrintF(
-          "host waits for the device: %.1f per step (%s over %d steps, including the 2 "
-          "cudaDeviceSynchronize around them)\n",
-          *summary.host_syncs_per_step, by_name.empty() ? "none" : by_name.c_str(),
-          o.profile_steps);
-    } else {
-      absl::PrintF(
-          "host waits for the device: not recorded (no CUDA runtime calls in the trace)\n");
-    }
-    return summary;
-  }
-  if (cuda) {
-    absl::PrintF(
-        "note: the profiler recorded no CUDA activity (CUPTI unavailable?); the host times "
-        "below do not show where the GPU spends its time\n");
-  }
-  absl::PrintF(
-      "%s", FormatOpTable(absl::StrCat("host self time by op (", steps, "; % of the wall time):"),
-                          HostSelfTimeByOp(*events), wall_ms, 25)
-                .c_str());
-  absl::PrintF("device busy fraction: %s\n",
-               cuda ? "unknown (the profiler saw no device activity)"
-                    : "n/a on the CPU (no device: the host runs every op itself)");
+  // The two device synchronisations around the profiled steps are the benchmark's own.
+  trainer::StepsProfileSummary summary = trainer::SummarizeSteps(
+      *events, cuda, wall_ms, o.profile_steps, /*bracketing_syncs=*/2, /*rows=*/25);
+  absl::PrintF("%s", summary.text.c_str());
   return summary;
 }
 
@@ -575,7 +522,7 @@ absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
       PrintResult(o, device_name, varuna::kernels::AttentionBackendName(attention->backend), run,
                   recomputed, deterministic);
   if (o.profile_ops && o.profile_steps > 0) {
-    absl::StatusOr<ProfileSummary> profile = ProfileOps(engine, batches, o);
+    absl::StatusOr<trainer::StepsProfileSummary> profile = ProfileOps(engine, batches, o);
     if (!profile.ok()) return profile.status();
     if (profile->device_busy_fraction) {
       json["device_busy_fraction"] = *profile->device_busy_fraction;

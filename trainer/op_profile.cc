@@ -1,20 +1,27 @@
-#include "tests/benchmarks/op_profile.h"
+#include "trainer/op_profile.h"
 
+#include <fcntl.h>
 #include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace benchmarks {
+namespace trainer {
 namespace {
 
 double Milliseconds(uint64_t nanoseconds) { return static_cast<double>(nanoseconds) / 1e6; }
@@ -41,6 +48,30 @@ std::vector<OpTime> Sorted(const std::map<std::string, Accumulated>& by_name) {
 bool IsBookkeeping(const std::string& name) {
   return name.rfind("profiler::", 0) == 0 || name == "[memory]";
 }
+
+// Sends this process's stderr to /dev/null while it lives.
+class QuietStderr {
+ public:
+  QuietStderr() {
+    std::fflush(stderr);
+    saved_ = dup(STDERR_FILENO);
+    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved_ >= 0 && null >= 0) dup2(null, STDERR_FILENO);
+    if (null >= 0) close(null);
+  }
+  ~QuietStderr() {
+    std::fflush(stderr);
+    if (saved_ >= 0) {
+      dup2(saved_, STDERR_FILENO);
+      close(saved_);
+    }
+  }
+  QuietStderr(const QuietStderr&) = delete;
+  QuietStderr& operator=(const QuietStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
 
 }  // namespace
 
@@ -130,8 +161,7 @@ std::map<std::string, int64_t> HostSyncCalls(const std::vector<ProfiledEvent>& e
   return calls;
 }
 
-absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(
-    bool cuda, const std::function<absl::Status()>& body) {
+absl::StatusOr<std::unique_ptr<OpProfiler>> OpProfiler::Start(bool cuda) {
   namespace profiler = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
   using torch::profiler::impl::ProfilerConfig;
@@ -151,18 +181,52 @@ absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(
         absl::StrCat("cannot start LibTorch's Kineto profiler (activities: CPU",
                      cuda ? ", CUDA" : "", "): ", e.what()));
   }
-  absl::Status status;
-  try {
-    status = body();
-  } catch (...) {
-    profiler::disableProfiler();
-    throw;
-  }
-  std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
-  if (!status.ok()) return status;
+  std::unique_ptr<OpProfiler> session(new OpProfiler());
+  session->running_ = true;
+  session->cuda_ = cuda;
+  return session;
+}
 
+OpProfiler::~OpProfiler() {
+  if (running_) (void)torch::autograd::profiler::disableProfiler();
+}
+
+absl::StatusOr<std::vector<ProfiledEvent>> OpProfiler::Stop(const std::string& trace_path) {
+  if (!running_) return absl::FailedPreconditionError("the op profiler was already stopped");
+  running_ = false;
+  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result;
+  {
+    // Stopping, Kineto looks for GPUs and logs an error on stderr where there is none
+    // ("gpuGetDeviceCount failed"), which on the CPU is no error (LibTorch keeps Kineto's errors
+    // on). The trace keeps the line, under "ERROR".
+    const std::optional<QuietStderr> quiet =
+        cuda_ ? std::nullopt : std::optional<QuietStderr>(std::in_place);
+    result = torch::autograd::profiler::disableProfiler();
+  }
+  if (!trace_path.empty()) {
+    // Kineto logs a trace it cannot write rather than failing: the file is opened here first,
+    // and checked afterwards.
+    if (!std::ofstream(trace_path)) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot write the profiler's trace to ", trace_path,
+                       ": the file cannot be created (does its directory exist?)"));
+    }
+    try {
+      result->save(trace_path);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot write the profiler's trace to ", trace_path, ": ", e.what()));
+    }
+    std::error_code error;
+    if (std::filesystem::file_size(trace_path, error) == 0 || error) {
+      return absl::UnavailableError(absl::StrCat("cannot write the profiler's trace to ",
+                                                 trace_path,
+                                                 ": LibTorch's profiler wrote "
+                                                 "nothing (its reason is on stderr)"));
+    }
+  }
   std::vector<ProfiledEvent> events;
-  for (const profiler::KinetoEvent& kineto : result->events()) {
+  for (const torch::autograd::profiler::KinetoEvent& kineto : result->events()) {
     const auto type = static_cast<libkineto::ActivityType>(kineto.activityType());
     const bool host =
         type == libkineto::ActivityType::CPU_OP || type == libkineto::ActivityType::USER_ANNOTATION;
@@ -184,6 +248,79 @@ absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(
     events.push_back(std::move(event));
   }
   return events;
+}
+
+absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(
+    bool cuda, const std::function<absl::Status()>& body) {
+  absl::StatusOr<std::unique_ptr<OpProfiler>> session = OpProfiler::Start(cuda);
+  if (!session.ok()) return session.status();
+  // An exception from `body` leaves through the session's destructor, which stops the profiler.
+  if (absl::Status status = body(); !status.ok()) return status;
+  return (*session)->Stop();
+}
+
+StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, bool cuda,
+                                   double wall_milliseconds, int steps, int bracketing_syncs,
+                                   int rows) {
+  const std::string what =
+      absl::StrCat(steps, " profiled step", steps == 1 ? "" : "s", ", ",
+                   absl::StrFormat("%.1f ms", wall_milliseconds), " of wall time");
+  StepsProfileSummary summary;
+  const std::vector<OpTime> device = DeviceTimeByOp(events);
+  if (device.empty()) {
+    if (cuda) {
+      absl::StrAppend(&summary.text,
+                      "note: the profiler recorded no CUDA activity (CUPTI unavailable?); the "
+                      "host times below do not show where the GPU spends its time\n");
+    }
+    absl::StrAppend(
+        &summary.text,
+        FormatOpTable(absl::StrCat("host self time by op (", what, "; % of the wall time):"),
+                      HostSelfTimeByOp(events), wall_milliseconds, rows),
+        "device busy fraction: ",
+        cuda ? "unknown (the profiler saw no device activity)"
+             : "n/a on the CPU (no device: the host runs every op itself)",
+        "\n");
+    return summary;
+  }
+  absl::StrAppend(&summary.text,
+                  FormatOpTable(absl::StrCat("device time by op (", what,
+                                             "; a kernel counts for the op that launched it; % "
+                                             "of the wall time):"),
+                                device, wall_milliseconds, rows));
+  const double busy = DeviceBusyMilliseconds(events);
+  summary.device_busy_fraction = wall_milliseconds > 0 ? busy / wall_milliseconds : 0.0;
+  absl::StrAppend(
+      &summary.text,
+      absl::StrFormat("device busy fraction: %.1f%% (%.1f ms with a kernel, copy or memset "
+                      "running, overlaps counted once, of %.1f ms of wall time; idle %.1f ms per "
+                      "step; measured under the profiler, which slows the host: a lower bound "
+                      "on the fraction without it)\n",
+                      100 * *summary.device_busy_fraction, busy, wall_milliseconds,
+                      (wall_milliseconds - busy) / std::max(steps, 1)));
+  bool any_runtime = false;
+  for (const ProfiledEvent& event : events) any_runtime = any_runtime || event.runtime;
+  if (!any_runtime) {
+    absl::StrAppend(&summary.text,
+                    "host waits for the device: not recorded (no CUDA runtime calls in the "
+                    "trace)\n");
+    return summary;
+  }
+  int64_t waits = 0;
+  std::string by_name;
+  for (const auto& [name, calls] : HostSyncCalls(events)) {
+    waits +=
+        name == "cudaDeviceSynchronize" ? std::max<int64_t>(calls - bracketing_syncs, 0) : calls;
+    absl::StrAppend(&by_name, by_name.empty() ? "" : ", ", name, " ", calls);
+  }
+  summary.host_syncs_per_step = static_cast<double>(waits) / std::max(steps, 1);
+  absl::StrAppend(
+      &summary.text,
+      absl::StrFormat("host waits for the device: %.1f per step (%s over %d steps, "
+                      "including the %d cudaDeviceSynchronize around them)\n",
+                      *summary.host_syncs_per_step, by_name.empty() ? "none" : by_name.c_str(),
+                      steps, bracketing_syncs));
+  return summary;
 }
 
 std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& ops,
@@ -219,4 +356,4 @@ std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& o
   return table;
 }
 
-}  // namespace benchmarks
+}  // namespace trainer

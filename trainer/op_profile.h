@@ -1,6 +1,7 @@
 // OpProfile: where the time of a few training steps goes, op by op, from LibTorch's profiler
-// (Kineto, through its C++ API in torch/csrc/autograd/profiler_kineto.h), for the per-op
-// breakdown of the throughput benchmark.
+// (Kineto, through its C++ API in torch/csrc/autograd/profiler_kineto.h): the trainer's
+// --profile --use-pytorch-profiler (trainer/step_profiler.h) and the throughput benchmark's
+// --profile-ops.
 //
 // Two views, both "self" times, so that nothing is counted twice:
 //   * device time by op (a CUDA run): every device activity (kernel, memcpy, memset) is charged
@@ -13,21 +14,23 @@
 // And two summaries of a CUDA run: the device's busy time (the union of its activities) and the
 // host's waits for the device (the blocking CUDA runtime calls).
 //
-// Thread safety: the pure functions are thread-safe; ProfileEvents turns the process-wide
-// profiler on and off and must not run concurrently with another profiler session.
-#ifndef TESTS_BENCHMARKS_OP_PROFILE_H_
-#define TESTS_BENCHMARKS_OP_PROFILE_H_
+// Thread safety: the pure functions are thread-safe; OpProfiler and ProfileEvents turn the
+// process-wide profiler on and off: one session at a time.
+#ifndef VARUNA_TRAINER_OP_PROFILE_H_
+#define VARUNA_TRAINER_OP_PROFILE_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace benchmarks {
+namespace trainer {
 
 // One profiler event, reduced to what the tables need.
 struct ProfiledEvent {
@@ -74,13 +77,56 @@ double DeviceBusyMilliseconds(const std::vector<ProfiledEvent>& events);
 // LibTorch's item() and blocking copies to or from the host end in cudaStreamSynchronize.
 std::map<std::string, int64_t> HostSyncCalls(const std::vector<ProfiledEvent>& events);
 
-// Runs `body` with the profiler recording host ops (and, when `cuda`, CUDA activities) and
-// returns the events recorded (with CUDA, the runtime calls too), profiler bookkeeping left out.
-// The profiler is off again when this returns. Returns `body`'s error if it fails,
-// FailedPrecondition if a profiler is already running or the profiler cannot be started (the
-// message says which).
+// A profiler session that starts in one place and stops in another (the trainer's --profile:
+// before one step, after a later one). Start turns LibTorch's profiler on, recording host ops
+// (and, when `cuda`, CUDA activities and runtime calls); Stop turns it off.
+class OpProfiler {
+ public:
+  // FailedPrecondition if a profiler is already running in this process or the profiler cannot
+  // be started (the message says which).
+  static absl::StatusOr<std::unique_ptr<OpProfiler>> Start(bool cuda);
+
+  // Turns the profiler off and returns the events recorded (profiler bookkeeping left out).
+  // Where `trace_path` is not empty, first writes the whole trace there in the Chrome trace
+  // format (Perfetto, chrome://tracing, TensorBoard's PyTorch profiler plugin); failing that,
+  // returns an error naming the path (the profiler is off either way). Call once.
+  absl::StatusOr<std::vector<ProfiledEvent>> Stop(const std::string& trace_path = "");
+
+  // Turns the profiler off if Stop was not called; the events are discarded.
+  ~OpProfiler();
+
+  OpProfiler(const OpProfiler&) = delete;
+  OpProfiler& operator=(const OpProfiler&) = delete;
+
+ private:
+  OpProfiler() = default;
+  bool running_ = false;
+  bool cuda_ = false;
+};
+
+// Runs `body` under an OpProfiler and returns the events recorded; `body`'s error if it fails,
+// and Start's. The profiler is off again when this returns.
 absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(bool cuda,
                                                          const std::function<absl::Status()>& body);
+
+// What a profile of a few training steps shows, for a log: its tables and the two summaries.
+struct StepsProfileSummary {
+  // On a CUDA run with device activity: the device time by op table (the `rows` largest), the
+  // device's busy fraction with its idle milliseconds per step, and the host's waits for the
+  // device per step; otherwise the host self time by op table and why there is no busy fraction.
+  // Lines end in '\n'.
+  std::string text;
+  std::optional<double> device_busy_fraction;  // busy / wall time (device activity seen)
+  std::optional<double> host_syncs_per_step;   // CUDA runtime calls seen
+};
+
+// Summarises `events`, recorded over `steps` steps that took `wall_milliseconds` of wall time
+// between two device synchronisations (`bracketing_syncs` cudaDeviceSynchronize calls the caller
+// made around the steps, which are not counted as the steps' waits). `cuda`: whether the run
+// was on a CUDA device (for the note when no device activity was recorded).
+StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, bool cuda,
+                                   double wall_milliseconds, int steps, int bracketing_syncs,
+                                   int rows);
 
 // A printable table of the `rows` largest entries of `ops` (sorted as the functions above
 // return them): name (cut to 60 characters), calls, milliseconds, and percent of
@@ -89,6 +135,6 @@ absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(bool cuda,
 std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& ops,
                           double total_milliseconds, int rows);
 
-}  // namespace benchmarks
+}  // namespace trainer
 
-#endif  // TESTS_BENCHMARKS_OP_PROFILE_H_
+#endif  // VARUNA_TRAINER_OP_PROFILE_H_

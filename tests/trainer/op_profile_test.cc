@@ -1,16 +1,20 @@
-#include "tests/benchmarks/op_profile.h"
+#include "trainer/op_profile.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
-namespace benchmarks {
+namespace trainer {
 namespace {
 
 using ::testing::HasSubstr;
@@ -191,5 +195,75 @@ TEST(ProfileEvents, RefusesToNestInARunningProfiler) {
   EXPECT_THAT(std::string(inner.message()), HasSubstr("already running"));
 }
 
+TEST(SummarizeSteps, DeviceTablesBusyFractionAndTheStepsOwnWaits) {
+  auto runtime = [](const std::string& name) {
+    ProfiledEvent event = Host(name, 1, 0, 1, 5);
+    event.runtime = true;
+    return event;
+  };
+  const std::vector<ProfiledEvent> events = {
+      Host("aten::mm", 1, 0, 10, 7),    Kernel("gemm", 10, 16, 7),
+      Kernel("gemm", 20, 24, 7),        runtime("cudaDeviceSynchronize"),
+      runtime("cudaDeviceSynchronize"), runtime("cudaDeviceSynchronize"),
+      runtime("cudaStreamSynchronize"),
+  };
+  const StepsProfileSummary summary =
+      SummarizeSteps(events, /*cuda=*/true, /*wall_milliseconds=*/40, /*steps=*/2,
+                     /*bracketing_syncs=*/2, /*rows=*/5);
+  ASSERT_TRUE(summary.device_busy_fraction.has_value());
+  EXPECT_DOUBLE_EQ(*summary.device_busy_fraction, 10.0 / 40.0);
+  // One cudaDeviceSynchronize beyond the two around the steps, and one stream sync: 2 in 2 steps.
+  ASSERT_TRUE(summary.host_syncs_per_step.has_value());
+  EXPECT_DOUBLE_EQ(*summary.host_syncs_per_step, 1.0);
+  EXPECT_THAT(summary.text, HasSubstr("device time by op (2 profiled steps, 40.0 ms of wall time"));
+  EXPECT_THAT(summary.text, HasSubstr("device busy fraction: 25.0%"));
+  EXPECT_THAT(summary.text, HasSubstr("idle 15.0 ms per step"));
+  EXPECT_THAT(summary.text, HasSubstr("host waits for the device: 1.0 per step"));
+}
+
+TEST(SummarizeSteps, HostTableWithoutDeviceActivity) {
+  const StepsProfileSummary cpu =
+      SummarizeSteps({Host("aten::mm", 1, 0, 10, 7)}, /*cuda=*/false, 20, 1, 2, 5);
+  EXPECT_FALSE(cpu.device_busy_fraction.has_value());
+  EXPECT_FALSE(cpu.host_syncs_per_step.has_value());
+  EXPECT_THAT(cpu.text, HasSubstr("host self time by op (1 profiled step, 20.0 ms"));
+  EXPECT_THAT(cpu.text, HasSubstr("aten::mm"));
+  EXPECT_THAT(cpu.text, HasSubstr("n/a on the CPU"));
+  const StepsProfileSummary blind = SummarizeSteps({Host("aten::mm", 1, 0, 10, 7)},
+                                                   /*cuda=*/true, 20, 1, 2, 5);
+  EXPECT_THAT(blind.text, HasSubstr("no CUDA activity"));
+  EXPECT_THAT(blind.text, HasSubstr("unknown (the profiler saw no device activity)"));
+}
+
+TEST(OpProfiler, WritesTheChromeTraceAndNamesAPathItCannotWrite) {
+  const std::string dir = ::testing::TempDir() + "/op_profiler_trace";
+  std::filesystem::create_directories(dir);
+  const at::Tensor a = at::randn({32, 32});
+  {
+    absl::StatusOr<std::unique_ptr<OpProfiler>> session = OpProfiler::Start(false);
+    ASSERT_TRUE(session.ok()) << session.status();
+    (void)at::mm(a, a);
+    absl::StatusOr<std::vector<ProfiledEvent>> events = (*session)->Stop(dir + "/t.pt.trace.json");
+    ASSERT_TRUE(events.ok()) << events.status();
+    EXPECT_EQ(ByName(HostSelfTimeByOp(*events)).count("aten::mm"), 1u);
+    std::ifstream in(dir + "/t.pt.trace.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_THAT(text.str(), HasSubstr("\"traceEvents\""));
+    EXPECT_THAT(text.str(), HasSubstr("aten::mm"));
+    EXPECT_EQ((*session)->Stop().status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  {
+    absl::StatusOr<std::unique_ptr<OpProfiler>> session = OpProfiler::Start(false);
+    ASSERT_TRUE(session.ok()) << session.status();
+    const std::string bad = dir + "/no/such/dir/t.pt.trace.json";
+    absl::StatusOr<std::vector<ProfiledEvent>> events = (*session)->Stop(bad);
+    ASSERT_FALSE(events.ok());
+    EXPECT_THAT(std::string(events.status().message()), HasSubstr(bad));
+  }
+  // Both sessions ended with the profiler off: a third starts.
+  EXPECT_TRUE(OpProfiler::Start(false).ok());
+}
+
 }  // namespace
-}  // namespace benchmarks
+}  // namespace trainer
