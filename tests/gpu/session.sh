@@ -142,8 +142,14 @@ prediction_error() {
   fi
   (cd "$dir" && "$bin/pretrain_gpt2" --profiling "${model[@]}" \
     --profile-micro-batches=1,2,4,8,16 --profile-dir="$dir/prof") || { stop "$sampler"; return 1; }
+  # The chosen configuration also trains iterations 31-33 under LibTorch's profiler (--profile):
+  # the log's summary says how much of a step the device was busy and what the host waited for,
+  # i.e. whether what training pays beyond the prediction is device work or idle time. The
+  # median stays over iterations 6-30.
   (cd "$dir" && "$bin/launch" --profile_dir="$dir/prof" --gpu_memory_gb=75 --gpus_per_node=1 \
     --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
+    --train-iters=33 --profile --use-pytorch-profiler --profile-step-start=30 \
+    --profile-step-end=33 --tensorboard-dir="$dir/trace" \
     --metrics-file="$dir/metrics.jsonl") | tee "$dir/launch.log" || { stop "$sampler"; return 1; }
   # The second row of the launcher's table: rank P D b m time_ms bubble peak_GiB stages.
   # Its stages column ("0-2|3") becomes --stage-segments (3,1), the split the plan assumed.
@@ -180,7 +186,7 @@ what, d = sys.argv[1], sys.argv[2]
 rows = [l.split()[2:] for l in open(f"{d}/launch.log") if re.match(r"\[launch\]\s+\d+\s+\d+\s+\d+", l)]
 def run(path):
     lines = [json.loads(l) for l in open(path) if '"ms_per_iteration"' in l] if os.path.exists(path) else []
-    times = [r["ms_per_iteration"] for r in lines if r["iteration"] > 5]
+    times = [r["ms_per_iteration"] for r in lines if 5 < r["iteration"] <= 30]
     peak = max((r.get("max_allocated_bytes", 0) for r in lines), default=0) / 2**30
     return (statistics.median(times) if times else None), peak
 predicted = float(rows[0][4])
@@ -190,6 +196,10 @@ if what == "prediction":
     print(f"chosen P={rows[0][0]} D={rows[0][1]} b={rows[0][2]} m={rows[0][3]}: predicted "
           f"{predicted:.1f} ms per step, measured {measured:.1f} ms (median of iterations 6-30): "
           f"error {100 * error:+.1f}%")
+    # The profiled iterations 31-33 (--profile): the device's busy time and the host's waits.
+    for line in open(f"{d}/launch.log"):
+        if "--profile: " in line or "device busy fraction" in line or "host waits" in line:
+            print(line.rstrip())
     sys.exit(0 if abs(error) <= 0.05 else 1)
 if what == "ranking":
     if len(rows) < 2:
