@@ -75,6 +75,32 @@ class QuietStderr {
 
 }  // namespace
 
+std::string ShortOpName(const std::string& name) {
+  std::string out = name;
+  // Demangled kernels start with their return type and end with their parameter list.
+  const bool kernel = out.rfind("[kernel] ", 0) == 0;
+  if (kernel) out = out.substr(9);
+  if (out.rfind("void ", 0) == 0) out = out.substr(5);
+  for (const char* prefix : {"(anonymous namespace)::", "varuna::kernels::cuda::",
+                             "varuna::kernels::", "torch::autograd::", "at::native::"}) {
+    for (size_t at = out.find(prefix); at != std::string::npos; at = out.find(prefix, at)) {
+      out.erase(at, std::string(prefix).size());
+    }
+  }
+  // The parameter list: the last top-level "(...)" that closes the name.
+  if (!out.empty() && out.back() == ')') {
+    int depth = 0;
+    for (size_t i = out.size(); i-- > 0;) {
+      if (out[i] == ')') ++depth;
+      if (out[i] == '(' && --depth == 0) {
+        if (i > 0) out.erase(i);
+        break;
+      }
+    }
+  }
+  return kernel ? "[kernel] " + out : out;
+}
+
 std::vector<OpTime> DeviceTimeByOp(const std::vector<ProfiledEvent>& events) {
   std::unordered_map<uint64_t, const ProfiledEvent*> host_ops;
   for (const ProfiledEvent& event : events) {
@@ -341,8 +367,8 @@ std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& o
       rest_calls += ops[i].calls;
       continue;
     }
-    const std::string name =
-        ops[i].name.size() > 60 ? ops[i].name.substr(0, 57) + "..." : ops[i].name;
+    const std::string shown = ShortOpName(ops[i].name);
+    const std::string name = shown.size() > 60 ? shown.substr(0, 57) + "..." : shown;
     absl::StrAppend(&table, absl::StrFormat("  %-60s %8d %12.3f %6.1f%%\n", name, ops[i].calls,
                                             ops[i].milliseconds, percent(ops[i].milliseconds)));
   }

@@ -128,8 +128,16 @@ StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, boo
                                    double wall_milliseconds, int steps, int bracketing_syncs,
                                    int rows);
 
+// `name` as a table shows it: without the namespaces that every kernel and autograd node of this
+// project shares (varuna::kernels::cuda::, (anonymous namespace)::, torch::autograd::,
+// at::native::), and for a demangled kernel without its return type and parameter list, so
+// that what tells the rows apart fits the column: "[kernel] void varuna::kernels::cuda::
+// (anonymous namespace)::LayerNormForward<float>(float const*, ...)" becomes
+// "[kernel] LayerNormForward<float>".
+std::string ShortOpName(const std::string& name);
+
 // A printable table of the `rows` largest entries of `ops` (sorted as the functions above
-// return them): name (cut to 60 characters), calls, milliseconds, and percent of
+// return them): name (ShortOpName, cut to 60 characters), calls, milliseconds, and percent of
 // `total_milliseconds`, then one line for the remaining entries and one for the sum. `title`
 // heads it.
 std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& ops,

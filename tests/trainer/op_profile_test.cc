@@ -265,5 +265,26 @@ TEST(OpProfiler, WritesTheChromeTraceAndNamesAPathItCannotWrite) {
   EXPECT_TRUE(OpProfiler::Start(false).ok());
 }
 
+TEST(ShortOpName, DropsTheSharedNamespacesAndAKernelsSignature) {
+  EXPECT_EQ(ShortOpName("[kernel] void varuna::kernels::cuda::(anonymous namespace)::"
+                        "LayerNormForward<c10::BFloat16, float>(c10::BFloat16 const*, float*, "
+                        "int)"),
+            "[kernel] LayerNormForward<c10::BFloat16, float>");
+  EXPECT_EQ(ShortOpName("torch::autograd::CppNode<varuna::kernels::(anonymous namespace)::"
+                        "BiasGeluFunction>"),
+            "CppNode<BiasGeluFunction>");
+  EXPECT_EQ(ShortOpName("[kernel] void at::native::vectorized_elementwise_kernel<4, "
+                        "at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, "
+                        "at::native::FillFunctor<float>, std::array<char*, 1ul>)"),
+            "[kernel] vectorized_elementwise_kernel<4, FillFunctor<float>, std::array<char*, "
+            "1ul> >");
+  EXPECT_EQ(ShortOpName("aten::mm"), "aten::mm");
+  EXPECT_EQ(ShortOpName("[kernel] sm90_xmma_gemm_bf16bf16_bf16f32"),
+            "[kernel] sm90_xmma_gemm_bf16bf16_bf16f32");
+  // A table shows the short name.
+  EXPECT_THAT(FormatOpTable("t", {{"torch::autograd::CppNode<varuna::kernels::X>", 1, 1.0}}, 1, 5),
+              HasSubstr("CppNode<X>"));
+}
+
 }  // namespace
 }  // namespace trainer
