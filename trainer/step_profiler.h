@@ -8,11 +8,11 @@
 //     kernel, copy and CUDA runtime call (trainer/op_profile.h). At the stop the whole trace goes
 //     to --tensorboard-dir as <host>_<pid>.<unix ns>.pt.trace.json (the name PyTorch's
 //     tensorboard_trace_handler gives: TensorBoard's PyTorch profiler plugin, Perfetto and
-//     chrome://tracing read it), and a summary beside it (the same name, .summary.txt; on rank 0
-//     also in the log): the device time by op, the device's busy fraction and idle milliseconds
-//     per step, and the host's waits for the device; on the CPU the host self time by op. The
-//     device is synchronised before the first profiled step and after the last, so that the wall
-//     time holds exactly the profiled steps' work.
+//     chrome://tracing read it), and a summary beside it (<same name>.pt.trace.summary.txt;
+//     on rank 0 also in the log): the device time by op, the device's busy fraction and idle
+//     milliseconds per step, and the host's waits for the device; on the CPU the host self time
+//     by op. The device is synchronised before the first profiled step and after the last, so
+//     that the wall time holds exactly the profiled steps' work.
 //   * Without it, the steps are marked for NVIDIA Nsight Systems: cudaProfilerStart before the
 //     first and cudaProfilerStop after the last (`nsys profile --capture-range=cudaProfilerApi
 //     --capture-range-end=stop`). This needs a CUDA device; Create refuses it elsewhere.
