@@ -258,7 +258,9 @@ absl::Status ValidateArguments(const TrainerArguments& a) {
   if (a.profile && a.profile_step_end <= a.profile_step_start) {
     return Invalid(absl::StrCat("--profile-step-end=", a.profile_step_end,
                                 " must be above --profile-step-start=", a.profile_step_start,
-                                " (--profile records the steps in between)"));
+                                " (--profile records the steps in between): give "
+                                "--profile-step-end=",
+                                a.profile_step_start + 1, " or more"));
   }
   if (a.profile && a.use_pytorch_profiler && a.tensorboard_dir.empty()) {
     return Invalid(

@@ -49,12 +49,13 @@ bool IsBookkeeping(const std::string& name) {
   return name.rfind("profiler::", 0) == 0 || name == "[memory]";
 }
 
-// Sends this process's stderr to /dev/null while it lives.
+// Sends this process's stderr to /dev/null while it lives. It is the whole process's: what
+// other threads write meanwhile is lost too, so it is kept to the one call that needs it.
 class QuietStderr {
  public:
   QuietStderr() {
     std::fflush(stderr);
-    saved_ = dup(STDERR_FILENO);
+    saved_ = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
     const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (saved_ >= 0 && null >= 0) dup2(null, STDERR_FILENO);
     if (null >= 0) close(null);
@@ -177,6 +178,53 @@ double DeviceBusyMilliseconds(const std::vector<ProfiledEvent>& events) {
   return Milliseconds(busy);
 }
 
+std::vector<IdleGap> LongestIdleGaps(const std::vector<ProfiledEvent>& events, int count) {
+  std::vector<const ProfiledEvent*> device;
+  std::unordered_map<uint64_t, const ProfiledEvent*> ops;  // host ops by correlation id
+  for (const ProfiledEvent& event : events) {
+    if (event.device && event.end_ns > event.start_ns) device.push_back(&event);
+    if (!event.device && !event.runtime && event.correlation != 0) ops[event.correlation] = &event;
+  }
+  std::vector<IdleGap> gaps;
+  if (device.empty()) return gaps;
+  std::stable_sort(
+      device.begin(), device.end(),
+      [](const ProfiledEvent* a, const ProfiledEvent* b) { return a->start_ns < b->start_ns; });
+  const uint64_t origin = device.front()->start_ns;
+  uint64_t covered_to = device.front()->end_ns;
+  for (size_t i = 1; i < device.size(); ++i) {
+    const ProfiledEvent& next = *device[i];
+    if (next.start_ns > covered_to) {
+      IdleGap gap;
+      gap.start_ms = Milliseconds(covered_to - origin);
+      gap.milliseconds = Milliseconds(next.start_ns - covered_to);
+      auto op = next.correlation != 0 ? ops.find(next.correlation) : ops.end();
+      if (op == ops.end()) {
+        gap.ended_by = "[kernel] " + next.name;
+      } else {
+        gap.ended_by = op->second->name;
+        // The innermost host event on the launching thread that spans the gap's start.
+        const ProfiledEvent* inner = nullptr;
+        for (const ProfiledEvent& event : events) {
+          if (event.device || event.thread != op->second->thread) continue;
+          if (event.start_ns <= covered_to && covered_to < event.end_ns &&
+              (inner == nullptr || event.start_ns >= inner->start_ns)) {
+            inner = &event;
+          }
+        }
+        if (inner != nullptr) gap.waiting_in = inner->name;
+      }
+      gaps.push_back(std::move(gap));
+    }
+    covered_to = std::max(covered_to, next.end_ns);
+  }
+  std::stable_sort(gaps.begin(), gaps.end(), [](const IdleGap& a, const IdleGap& b) {
+    return a.milliseconds > b.milliseconds;
+  });
+  if (static_cast<int>(gaps.size()) > count) gaps.resize(static_cast<size_t>(std::max(count, 0)));
+  return gaps;
+}
+
 std::map<std::string, int64_t> HostSyncCalls(const std::vector<ProfiledEvent>& events) {
   static const std::set<std::string> kBlocking = {"cudaStreamSynchronize", "cudaDeviceSynchronize",
                                                   "cudaEventSynchronize", "cudaMemcpy"};
@@ -214,12 +262,18 @@ absl::StatusOr<std::unique_ptr<OpProfiler>> OpProfiler::Start(bool cuda) {
 }
 
 OpProfiler::~OpProfiler() {
-  if (running_) (void)torch::autograd::profiler::disableProfiler();
+  if (!running_) return;
+  try {
+    const std::optional<QuietStderr> quiet =
+        cuda_ ? std::nullopt : std::optional<QuietStderr>(std::in_place);
+    (void)torch::autograd::profiler::disableProfiler();
+  } catch (...) {
+    // Nothing to report to from a destructor; the profiler is as off as it can be made.
+  }
 }
 
 absl::StatusOr<std::vector<ProfiledEvent>> OpProfiler::Stop(const std::string& trace_path) {
   if (!running_) return absl::FailedPreconditionError("the op profiler was already stopped");
-  running_ = false;
   std::unique_ptr<torch::autograd::profiler::ProfilerResult> result;
   {
     // Stopping, Kineto looks for GPUs and logs an error on stderr where there is none
@@ -229,6 +283,7 @@ absl::StatusOr<std::vector<ProfiledEvent>> OpProfiler::Stop(const std::string& t
         cuda_ ? std::nullopt : std::optional<QuietStderr>(std::in_place);
     result = torch::autograd::profiler::disableProfiler();
   }
+  running_ = false;
   if (!trace_path.empty()) {
     // Kineto logs a trace it cannot write rather than failing: the file is opened here first,
     // and checked afterwards.
@@ -324,6 +379,19 @@ StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, boo
                       "on the fraction without it)\n",
                       100 * *summary.device_busy_fraction, busy, wall_milliseconds,
                       (wall_milliseconds - busy) / std::max(steps, 1)));
+  const std::vector<IdleGap> gaps = LongestIdleGaps(events, 5);
+  if (!gaps.empty()) {
+    absl::StrAppend(&summary.text,
+                    "the device's longest idle stretches (ms into the profile: length; what the "
+                    "host was in when it began -> the op whose work ended it):\n");
+    for (const IdleGap& gap : gaps) {
+      absl::StrAppend(
+          &summary.text,
+          absl::StrFormat("  %10.3f: %8.3f ms; %s -> %s\n", gap.start_ms, gap.milliseconds,
+                          gap.waiting_in.empty() ? "(no host op)" : ShortOpName(gap.waiting_in),
+                          ShortOpName(gap.ended_by)));
+    }
+  }
   bool any_runtime = false;
   for (const ProfiledEvent& event : events) any_runtime = any_runtime || event.runtime;
   if (!any_runtime) {
@@ -343,7 +411,7 @@ StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, boo
   absl::StrAppend(
       &summary.text,
       absl::StrFormat("host waits for the device: %.1f per step (%s over %d steps, "
-                      "including the %d cudaDeviceSynchronize around them)\n",
+                      "less %d cudaDeviceSynchronize of the profiling's own)\n",
                       *summary.host_syncs_per_step, by_name.empty() ? "none" : by_name.c_str(),
                       steps, bracketing_syncs));
   return summary;
@@ -360,6 +428,11 @@ std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& o
   double sum = 0;
   double rest = 0;
   int64_t rest_calls = 0;
+  // Rows whose short names would coincide keep their full names.
+  std::map<std::string, int> shown_count;
+  for (size_t i = 0; i < ops.size() && static_cast<int>(i) < rows; ++i) {
+    ++shown_count[ShortOpName(ops[i].name)];
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     sum += ops[i].milliseconds;
     if (static_cast<int>(i) >= rows) {
@@ -367,7 +440,8 @@ std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& o
       rest_calls += ops[i].calls;
       continue;
     }
-    const std::string shown = ShortOpName(ops[i].name);
+    const std::string short_name = ShortOpName(ops[i].name);
+    const std::string shown = shown_count[short_name] > 1 ? ops[i].name : short_name;
     const std::string name = shown.size() > 60 ? shown.substr(0, 57) + "..." : shown;
     absl::StrAppend(&table, absl::StrFormat("  %-60s %8d %12.3f %6.1f%%\n", name, ops[i].calls,
                                             ops[i].milliseconds, percent(ops[i].milliseconds)));

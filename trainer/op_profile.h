@@ -71,6 +71,22 @@ std::vector<OpTime> HostSelfTimeByOp(const std::vector<ProfiledEvent>& events);
 // intervals (activities that overlap, e.g. on two streams, count once). 0 without any.
 double DeviceBusyMilliseconds(const std::vector<ProfiledEvent>& events);
 
+// A stretch in which the device ran nothing, between two of its activities.
+struct IdleGap {
+  double start_ms = 0;      // When it began, in milliseconds after the first device activity.
+  double milliseconds = 0;  // How long it lasted.
+  // The innermost host op or CUDA runtime call in progress when it began, on the thread whose
+  // launch ended it (e.g. cudaEventSynchronize: the host was waiting); empty if none.
+  std::string waiting_in;
+  // The host op that launched the activity that ended it, or "[kernel] <name>" if no op did.
+  std::string ended_by;
+};
+
+// The `count` longest idle stretches between device activities (the union of the activities'
+// intervals, so overlapping streams count as busy), longest first; ties by start. Empty
+// without device activity.
+std::vector<IdleGap> LongestIdleGaps(const std::vector<ProfiledEvent>& events, int count);
+
 // The host's waits for the device: how many times each blocking CUDA runtime call
 // (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, and the synchronous
 // cudaMemcpy) occurs among the runtime events, by name; calls that never occur are left out.
@@ -112,9 +128,9 @@ absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(bool cuda,
 // What a profile of a few training steps shows, for a log: its tables and the two summaries.
 struct StepsProfileSummary {
   // On a CUDA run with device activity: the device time by op table (the `rows` largest), the
-  // device's busy fraction with its idle milliseconds per step, and the host's waits for the
-  // device per step; otherwise the host self time by op table and why there is no busy fraction.
-  // Lines end in '\n'.
+  // device's busy fraction with its idle milliseconds per step, its five longest idle stretches
+  // (LongestIdleGaps), and the host's waits for the device per step; otherwise the host self time
+  // by op table and why there is no busy fraction. Lines end in '\n'.
   std::string text;
   std::optional<double> device_busy_fraction;  // busy / wall time (device activity seen)
   std::optional<double> host_syncs_per_step;   // CUDA runtime calls seen

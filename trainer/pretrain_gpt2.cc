@@ -118,6 +118,14 @@ void ReportEngine(const TrainerArguments& a, const GptEngine& gpt, RunReport& re
                   : "> residual adds: unfused linear + dropout + add (--no-bias-dropout-fusion)");
 }
 
+// What --profile has to say (trainer/step_profiler.h): in the log, and on stderr on the ranks
+// other than 0, whose log goes nowhere.
+void ReportProfile(const std::string& lines, const varuna::Varuna& engine, RunReport& report) {
+  if (lines.empty()) return;
+  if (engine.options().rank != 0) std::fprintf(stderr, "%s\n", lines.c_str());
+  report.Info(std::string(absl::StripSuffix(lines, "\n")));
+}
+
 // Trains from `state`: step, report, evaluate, checkpoint, until --train-iters, a stop (a
 // signal, or --exit-duration-in-mins: `exit_duration`) or --exit-interval; then the last
 // checkpoint (a run that took no step rewrites nothing) and, unless stopped, the final
@@ -140,11 +148,12 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
         EvaluateAndReport(engine, data, data::Split::kValid, a.eval_iters, state, report);
     if (!s.ok()) return s;
   }
+  ReportProfile(profiler.NotReached(state.iteration, a.train_iters), engine, report);
   LogInterval interval;
   bool saved_last = false;
   bool stopped = false;
   while (state.iteration < a.train_iters) {
-    if (absl::Status s = profiler.BeforeStep(state.iteration); !s.ok()) return s;
+    ReportProfile(profiler.BeforeStep(state.iteration), engine, report);
     const auto step_start = std::chrono::steady_clock::now();
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
     absl::StatusOr<varuna::TensorMap> batch = data.TrainBatch(state.consumed_samples);
@@ -157,9 +166,7 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     if (result->overflow) ++state.skipped;
     saved_last = false;
     const bool last = state.iteration >= a.train_iters || result->stop || every(a.exit_interval);
-    absl::StatusOr<std::optional<std::string>> profiled = profiler.AfterStep(state.iteration, last);
-    if (!profiled.ok()) return profiled.status();
-    if (profiled->has_value()) report.Info(std::string(absl::StripSuffix(**profiled, "\n")));
+    ReportProfile(profiler.AfterStep(state.iteration, last), engine, report);
     ReportStepEvents(*result, state, a, report);
     if (absl::Status s = report.Step(OneStep(*result, state, engine)); !s.ok()) return s;
     if (every(a.log_interval)) {
@@ -243,7 +250,8 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   // that work naming no device (c10d's, NCCL's, LibTorch's) lands there and not on GPU 0.
   if (options->device.is_cuda()) at::accelerator::setDeviceIndex(options->device.index());
   if (a.profiling) return RunProfileMode(a, *config, *options, launch, mode_lines);
-  absl::StatusOr<StepProfiler> profiler = StepProfiler::Create(a, options->rank, options->device);
+  absl::StatusOr<std::unique_ptr<StepProfiler>> profiler =
+      StepProfiler::Create(a, options->rank, options->device);
   if (!profiler.ok()) return profiler.status();
   const absl::StatusOr<bool> has_checkpoint = CheckRun(a, *config, *options, launch);
   if (!has_checkpoint.ok()) return has_checkpoint.status();
@@ -319,7 +327,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
         a.train_iters, a.train_samples, cost.global_batch));
   }
   return Train(a, *gpt->varuna, **data, record, cost, *state, *stop_signal, exit_duration,
-               *profiler, report);
+               **profiler, report);
 }
 
 // "pretrain_gpt2: error: <message>" on stderr; returns `code`.
@@ -373,15 +381,6 @@ int main(int argc, char** argv) {
     if (!entered.ok()) return trainer::Fail(entered.status(), 2);
     mode_lines = *std::move(entered);
   }
-  // --tensorboard-dir is checked (created, a file opened in it) before anything else runs; a
-  // directory that cannot hold the event files is a usage error, like a bad flag.
-  absl::StatusOr<std::unique_ptr<trainer::TensorBoardLog>> tensorboard =
-      trainer::OpenTensorBoardLog(*arguments, *launch);
-  if (!tensorboard.ok()) return trainer::Fail(tensorboard.status(), 2);
-  // --fp8-format on a device or with shapes that cannot take it: a usage error too.
-  if (absl::Status s = trainer::CheckFp8Start(*arguments, *launch); !s.ok()) {
-    return trainer::Fail(s, 2);
-  }
   // --profile's Nsight Systems marks where there is no CUDA device: a usage error too.
   if (absl::StatusOr<varuna::VarunaOptions> options = trainer::EngineOptions(*arguments, *launch);
       options.ok()) {
@@ -390,6 +389,15 @@ int main(int argc, char** argv) {
         !s.ok()) {
       return trainer::Fail(s, 2);
     }
+  }
+  // --tensorboard-dir is checked (created, a file opened in it) before anything else runs; a
+  // directory that cannot hold the event files is a usage error, like a bad flag.
+  absl::StatusOr<std::unique_ptr<trainer::TensorBoardLog>> tensorboard =
+      trainer::OpenTensorBoardLog(*arguments, *launch);
+  if (!tensorboard.ok()) return trainer::Fail(tensorboard.status(), 2);
+  // --fp8-format on a device or with shapes that cannot take it: a usage error too.
+  if (absl::Status s = trainer::CheckFp8Start(*arguments, *launch); !s.ok()) {
+    return trainer::Fail(s, 2);
   }
   absl::Status status;
   try {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -55,9 +56,10 @@ absl::Status MarkForNsight(bool start) {
 
 }  // namespace
 
-absl::StatusOr<StepProfiler> StepProfiler::Create(const TrainerArguments& a, int rank,
-                                                  const c10::Device& device) {
-  StepProfiler profiler;
+absl::StatusOr<std::unique_ptr<StepProfiler>> StepProfiler::Create(const TrainerArguments& a,
+                                                                   int rank,
+                                                                   const c10::Device& device) {
+  std::unique_ptr<StepProfiler> profiler(new StepProfiler());
   if (!a.profile) return profiler;
   if (!a.use_pytorch_profiler) {
 #ifdef VARUNA_WITH_CUDA
@@ -77,36 +79,49 @@ absl::StatusOr<StepProfiler> StepProfiler::Create(const TrainerArguments& a, int
   if (std::find(a.profile_ranks.begin(), a.profile_ranks.end(), rank) == a.profile_ranks.end()) {
     return profiler;
   }
-  profiler.enabled_ = true;
-  profiler.pytorch_ = a.use_pytorch_profiler;
-  profiler.start_ = a.profile_step_start;
-  profiler.end_ = a.profile_step_end;
-  profiler.trace_dir_ = a.tensorboard_dir;
-  profiler.device_ = device;
+  profiler->enabled_ = true;
+  profiler->pytorch_ = a.use_pytorch_profiler;
+  profiler->start_ = a.profile_step_start;
+  profiler->end_ = a.profile_step_end;
+  profiler->trace_dir_ = a.tensorboard_dir;
+  profiler->device_ = device;
   return profiler;
 }
 
-absl::Status StepProfiler::BeforeStep(int64_t completed) {
-  if (!enabled_ || active_ || completed != start_) return absl::OkStatus();
+StepProfiler::~StepProfiler() {
+  if (!active_) return;
+  session_.reset();  // LibTorch's profiler off, the events dropped
+  if (!pytorch_) (void)MarkForNsight(false);
+}
+
+std::string StepProfiler::NotReached(int64_t first_completed, int64_t train_iters) const {
+  if (!enabled_ || (first_completed <= start_ && start_ < train_iters)) return "";
+  return absl::StrCat("--profile: nothing profiled: the range starts after iteration ", start_,
+                      " (--profile-step-start), and this run trains iterations ",
+                      first_completed + 1, "-", train_iters);
+}
+
+std::string StepProfiler::BeforeStep(int64_t completed) {
+  if (!enabled_ || active_ || completed != start_) return "";
   Synchronize(device_);
   if (pytorch_) {
     absl::StatusOr<std::unique_ptr<OpProfiler>> session = OpProfiler::Start(device_.is_cuda());
     if (!session.ok()) {
-      return absl::Status(session.status().code(),
-                          absl::StrCat("--profile: ", session.status().message()));
+      return absl::StrCat("--profile: not profiling, training goes on: ",
+                          session.status().message());
     }
     session_ = std::move(*session);
   } else if (absl::Status status = MarkForNsight(true); !status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("--profile: ", status.message()));
+    return absl::StrCat("--profile: not profiling, training goes on: ", status.message());
   }
   active_ = true;
   first_ = completed + 1;
   began_ = std::chrono::steady_clock::now();
-  return absl::OkStatus();
+  return "";
 }
 
-absl::StatusOr<std::optional<std::string>> StepProfiler::AfterStep(int64_t completed, bool last) {
-  if (!active_ || (completed < end_ && !last)) return std::optional<std::string>();
+std::string StepProfiler::AfterStep(int64_t completed, bool last) {
+  if (!active_ || (completed < end_ && !last)) return "";
   Synchronize(device_);
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began_).count();
@@ -116,30 +131,30 @@ absl::StatusOr<std::optional<std::string>> StepProfiler::AfterStep(int64_t compl
                                        : absl::StrCat("iterations ", first_, "-", completed);
   if (!pytorch_) {
     if (absl::Status status = MarkForNsight(false); !status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("--profile: ", status.message()));
+      return absl::StrCat("--profile: ", status.message(), "\n");
     }
-    return std::optional<std::string>(
-        absl::StrFormat("--profile: %s marked for Nsight Systems (cudaProfilerStart/Stop), "
-                        "%.1f ms of wall time\n",
-                        range, wall_ms));
+    return absl::StrFormat(
+        "--profile: %s marked for Nsight Systems (cudaProfilerStart/Stop), %.1f ms of wall "
+        "time\n",
+        range, wall_ms);
   }
+  std::unique_ptr<OpProfiler> session = std::move(session_);
   std::error_code error;
   fs::create_directories(trace_dir_, error);
-  if (error) {
-    session_.reset();
-    return absl::UnavailableError(absl::StrCat(
-        "--profile: cannot create --tensorboard-dir=", trace_dir_, ": ", error.message()));
-  }
   const std::string trace = (fs::path(trace_dir_) / TraceName()).string();
-  absl::StatusOr<std::vector<ProfiledEvent>> events = session_->Stop(trace);
-  session_.reset();
-  if (!events.ok()) {
-    return absl::Status(events.status().code(),
-                        absl::StrCat("--profile: ", events.status().message()));
+  absl::StatusOr<std::vector<ProfiledEvent>> events = session->Stop(error ? std::string() : trace);
+  if (error) {
+    return absl::StrCat("--profile: ", range,
+                        " not written: cannot create --tensorboard-dir=", trace_dir_, ": ",
+                        error.message(), "\n");
   }
-  // The two synchronisations above are the profiler's own.
+  if (!events.ok()) {
+    return absl::StrCat("--profile: ", range, " not written: ", events.status().message(), "\n");
+  }
+  // The synchronisation above is the profiler's own (the one before the range ran before the
+  // profiler started).
   const StepsProfileSummary summary = SummarizeSteps(*events, device_.is_cuda(), wall_ms, steps,
-                                                     /*bracketing_syncs=*/2, /*rows=*/25);
+                                                     /*bracketing_syncs=*/1, /*rows=*/25);
   std::string text =
       absl::StrCat("--profile: ", range, " recorded by LibTorch's profiler (",
                    "the profiled steps run slower); trace: ", trace, "\n", summary.text);
@@ -148,10 +163,9 @@ absl::StatusOr<std::optional<std::string>> StepProfiler::AfterStep(int64_t compl
   out << text;
   out.close();
   if (!out) {
-    return absl::UnavailableError(
-        absl::StrCat("--profile: cannot write the profile's summary to ", summary_path));
+    absl::StrAppend(&text, "--profile: the summary could not be written to ", summary_path, "\n");
   }
-  return std::optional<std::string>(std::move(text));
+  return text;
 }
 
 }  // namespace trainer

@@ -1,8 +1,10 @@
 // StepProfiler: Megatron-LM's --profile. On the ranks of --profile-ranks it profiles the
-// training steps from --profile-step-start up to --profile-step-end, counted as Megatron counts
-// them: profiling starts before the step taken when the run has completed `start` iterations and
-// stops once it has completed `end` (the log's iterations start + 1 .. end; a run that resumes
-// past `start` profiles nothing, and one that ends before `end` stops profiling at its end).
+// training steps from --profile-step-start up to --profile-step-end, counted as Megatron's Nsight
+// path counts them: profiling starts before the step taken when the run has completed `start`
+// iterations and stops once it has completed `end` (the log's iterations start + 1 .. end; a
+// run that resumes past `start` profiles nothing, and one that ends before `end` stops profiling
+// at its end). Megatron's PyTorch-profiler path, through torch.profiler's schedule, records one
+// step earlier and counts from where the run started; here both paths record the same steps.
 //
 //   * With --use-pytorch-profiler, LibTorch's Kineto profiler records every op, and on a GPU every
 //     kernel, copy and CUDA runtime call (trainer/op_profile.h). At the stop the whole trace goes
@@ -17,6 +19,9 @@
 //     first and cudaProfilerStop after the last (`nsys profile --capture-range=cudaProfilerApi
 //     --capture-range-end=stop`). This needs a CUDA device; Create refuses it elsewhere.
 //
+// Profiling serves the run, not the other way round: a profiler that cannot start or a trace
+// that cannot be written is reported (the returned lines) and training goes on.
+//
 // Thread safety: none; for the training loop's thread. One profiling session per process.
 #ifndef VARUNA_TRAINER_STEP_PROFILER_H_
 #define VARUNA_TRAINER_STEP_PROFILER_H_
@@ -26,7 +31,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -43,21 +47,30 @@ class StepProfiler {
   // ValidateArguments'). Returns a profiler that does nothing where --profile is not given or
   // `rank` is not among --profile-ranks. InvalidArgument for the Nsight Systems marks without a
   // CUDA device (or in a build without CUDA), naming --use-pytorch-profiler as the fix.
-  static absl::StatusOr<StepProfiler> Create(const TrainerArguments& a, int rank,
-                                             const c10::Device& device);
+  static absl::StatusOr<std::unique_ptr<StepProfiler>> Create(const TrainerArguments& a, int rank,
+                                                              const c10::Device& device);
 
-  // Whether this rank profiles any step.
-  bool enabled() const { return enabled_; }
+  StepProfiler(const StepProfiler&) = delete;
+  StepProfiler& operator=(const StepProfiler&) = delete;
+  // Ends a range still open (a run that failed inside it): LibTorch's profiler is turned off
+  // without a trace, the Nsight Systems range is closed.
+  ~StepProfiler();
+
+  // A line for the log where this rank profiles and the run, training iterations
+  // `first_completed` + 1 .. `train_iters`, never takes the step that starts the range (it
+  // resumes past it, or ends before it); empty otherwise.
+  std::string NotReached(int64_t first_completed, int64_t train_iters) const;
 
   // Before a step, `completed` iterations done: starts profiling when `completed` is
-  // --profile-step-start. Errors: the profiler cannot start.
-  absl::Status BeforeStep(int64_t completed);
+  // --profile-step-start. Returns a line for the log where the profiler could not start
+  // (training goes on without it), else empty.
+  std::string BeforeStep(int64_t completed);
 
   // After a step, `completed` iterations done (`last`: the run takes no further step). Stops
   // profiling when `completed` reaches --profile-step-end or at the last step, writes the trace
-  // and the summary, and returns the summary's text (the log's lines, each ending in '\n');
-  // nullopt where nothing stopped. Errors name the file that could not be written.
-  absl::StatusOr<std::optional<std::string>> AfterStep(int64_t completed, bool last);
+  // and the summary, and returns the summary's text, or what could not be written (the log's
+  // lines, each ending in '\n'); empty where nothing stopped.
+  std::string AfterStep(int64_t completed, bool last);
 
  private:
   StepProfiler() = default;
@@ -73,7 +86,7 @@ class StepProfiler {
   bool active_ = false;
   int64_t first_ = 0;
   std::chrono::steady_clock::time_point began_;
-  std::shared_ptr<OpProfiler> session_;
+  std::unique_ptr<OpProfiler> session_;
 };
 
 }  // namespace trainer

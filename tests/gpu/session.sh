@@ -143,9 +143,10 @@ prediction_error() {
   (cd "$dir" && "$bin/pretrain_gpt2" --profiling "${model[@]}" \
     --profile-micro-batches=1,2,4,8,16 --profile-dir="$dir/prof") || { stop "$sampler"; return 1; }
   # The chosen configuration also trains iterations 31-33 under LibTorch's profiler (--profile):
-  # the log's summary says how much of a step the device was busy and what the host waited for,
-  # i.e. whether what training pays beyond the prediction is device work or idle time. The
-  # median stays over iterations 6-30.
+  # the log's summary says how much of a step the device was busy, its longest idle stretches
+  # and what the host waited for, i.e. whether what training pays beyond the prediction is
+  # device work or idle time. The median and the peak stay over iterations 6-30; both runs
+  # write TensorBoard events (--tensorboard-dir), so that they pay the same per-step costs.
   (cd "$dir" && "$bin/launch" --profile_dir="$dir/prof" --gpu_memory_gb=75 --gpus_per_node=1 \
     --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
     --train-iters=33 --profile --use-pytorch-profiler --profile-step-start=30 \
@@ -164,7 +165,8 @@ print(",".join(str(int(r.split("-")[-1]) - int(r.split("-")[0]) + 1) for r in sy
     mkdir -p "$dir/second"
     (cd "$dir/second" && "$bin/launch" --nstages="$p2" --chunk_size="$b2" --gpus_per_node=1 \
       --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" "${train[@]}" \
-      --stage-segments="$split2" --metrics-file="$dir/second/metrics.jsonl") \
+      --stage-segments="$split2" --tensorboard-dir="$dir/second/trace" \
+      --metrics-file="$dir/second/metrics.jsonl") \
       > "$dir/second/launch.log" 2>&1 ||
       echo "the second-ranked candidate (P=$p2, micro-batch $b2) failed: $dir/second/launch.log"
   fi
@@ -187,7 +189,9 @@ rows = [l.split()[2:] for l in open(f"{d}/launch.log") if re.match(r"\[launch\]\
 def run(path):
     lines = [json.loads(l) for l in open(path) if '"ms_per_iteration"' in l] if os.path.exists(path) else []
     times = [r["ms_per_iteration"] for r in lines if 5 < r["iteration"] <= 30]
-    peak = max((r.get("max_allocated_bytes", 0) for r in lines), default=0) / 2**30
+    # Iterations 31-33 of the chosen run are profiled (--profile): left out of both.
+    peak = max((r.get("max_allocated_bytes", 0) for r in lines if r["iteration"] <= 30),
+               default=0) / 2**30
     return (statistics.median(times) if times else None), peak
 predicted = float(rows[0][4])
 measured, peak = run(f"{d}/metrics.jsonl")

@@ -235,6 +235,48 @@ TEST(SummarizeSteps, HostTableWithoutDeviceActivity) {
   EXPECT_THAT(blind.text, HasSubstr("unknown (the profiler saw no device activity)"));
 }
 
+TEST(LongestIdleGaps, LongestFirstWithWhatTheHostWasInAndWhatEndedThem) {
+  ProfiledEvent sync = Host("cudaEventSynchronize", 1, 14, 19, 90);
+  sync.runtime = true;
+  const std::vector<ProfiledEvent> events = {
+      Host("aten::mm", 1, 0, 2, 7),
+      Kernel("gemm", 2, 10, 7),
+      Kernel("other_stream", 9, 12, 7),  // overlaps: busy until 12
+      Host("Varuna::step", 1, 12, 30, 0),
+      sync,  // the host waits from 14 to 19
+      Host("aten::embedding", 1, 19, 20, 8),
+      Kernel("index", 20, 21, 8),   // ends an 8 ms gap (12..20) begun inside Varuna::step's wait?
+      Kernel("orphan", 22, 23, 0),  // ends a 1 ms gap; no op launched it
+      Host("aten::add", 2, 23, 24, 9),
+      Kernel("add", 24, 25, 9),  // ends a 1 ms gap launched from thread 2
+  };
+  std::vector<IdleGap> gaps = LongestIdleGaps(events, 5);
+  ASSERT_EQ(gaps.size(), 3u);
+  EXPECT_DOUBLE_EQ(gaps[0].start_ms, 10.0);  // 12 ms after the first activity at 2
+  EXPECT_DOUBLE_EQ(gaps[0].milliseconds, 8.0);
+  // At 12 the launching thread was inside Varuna::step only (the sync began at 14).
+  EXPECT_EQ(gaps[0].waiting_in, "Varuna::step");
+  EXPECT_EQ(gaps[0].ended_by, "aten::embedding");
+  EXPECT_DOUBLE_EQ(gaps[1].milliseconds, 1.0);
+  EXPECT_EQ(gaps[1].ended_by, "[kernel] orphan");
+  EXPECT_EQ(gaps[1].waiting_in, "");
+  EXPECT_EQ(gaps[2].ended_by, "aten::add");
+  EXPECT_EQ(gaps[2].waiting_in, "aten::add");  // thread 2's op spans the gap's start at 23
+  EXPECT_EQ(LongestIdleGaps(events, 1).size(), 1u);
+  EXPECT_TRUE(LongestIdleGaps({Host("aten::mm", 1, 0, 2, 7)}, 5).empty());
+
+  // The innermost event spanning the start wins: a sync inside the step.
+  std::vector<ProfiledEvent> waiting = events;
+  waiting[3] = Host("Varuna::step", 1, 10, 30, 0);
+  waiting[4].start_ns = 11 * kMs;
+  EXPECT_EQ(LongestIdleGaps(waiting, 1)[0].waiting_in, "cudaEventSynchronize");
+
+  const StepsProfileSummary summary = SummarizeSteps(events, true, 30, 1, 0, 5);
+  EXPECT_THAT(summary.text, HasSubstr("the device's longest idle stretches"));
+  EXPECT_THAT(summary.text, HasSubstr("8.000 ms; Varuna::step -> aten::embedding"));
+  EXPECT_THAT(summary.text, HasSubstr("(no host op) -> [kernel] orphan"));
+}
+
 TEST(OpProfiler, WritesTheChromeTraceAndNamesAPathItCannotWrite) {
   const std::string dir = ::testing::TempDir() + "/op_profiler_trace";
   std::filesystem::create_directories(dir);

@@ -25,6 +25,10 @@ using testing::Result;
 
 class StepProfileTest : public testing::TrainerTest {
  protected:
+  // The tiny model on the CPU, whatever the machine has (the Nsight refusal and the host tables
+  // are the CPU's).
+  std::vector<std::string> CpuModel() const { return Plus(TinyModel(), {"--device=cpu"}); }
+
   // The files in `dir` whose names end in `suffix`.
   static std::vector<std::string> FilesEndingIn(const std::string& dir, const std::string& suffix) {
     std::vector<std::string> found;
@@ -49,9 +53,9 @@ class StepProfileTest : public testing::TrainerTest {
 
 TEST_F(StepProfileTest, PytorchProfilerWritesTheStepsTraceAndSummary) {
   const std::string tb = dir_ + "/tb";
-  Result r = Run(Plus(TinyModel(), {"--train-iters=5", "--profile", "--use-pytorch-profiler",
-                                    "--profile-step-start=2", "--profile-step-end=4",
-                                    "--tensorboard-dir=" + tb}),
+  Result r = Run(Plus(CpuModel(), {"--train-iters=5", "--profile", "--use-pytorch-profiler",
+                                   "--profile-step-start=2", "--profile-step-end=4",
+                                   "--tensorboard-dir=" + tb}),
                  "profiled");
   ASSERT_EQ(r.exit.code, 0) << Describe(r);
   // Megatron's counting: after 2 iterations, up to 4 done, i.e. the log's iterations 3 and 4.
@@ -84,20 +88,32 @@ TEST_F(StepProfileTest, PytorchProfilerWritesTheStepsTraceAndSummary) {
 
 TEST_F(StepProfileTest, RangePastTheRunsEndStopsAtItsLastStep) {
   const std::string tb = dir_ + "/tb";
-  Result r = Run(Plus(TinyModel(), {"--train-iters=3", "--profile", "--use-pytorch-profiler",
-                                    "--profile-step-start=1", "--profile-step-end=10",
-                                    "--tensorboard-dir=" + tb}),
+  Result r = Run(Plus(CpuModel(), {"--train-iters=3", "--profile", "--use-pytorch-profiler",
+                                   "--profile-step-start=1", "--profile-step-end=10",
+                                   "--tensorboard-dir=" + tb}),
                  "past_end");
   ASSERT_EQ(r.exit.code, 0) << Describe(r);
   EXPECT_THAT(r.exit.output, HasSubstr("--profile: iterations 2-3 recorded"));
   EXPECT_EQ(FilesEndingIn(tb, ".pt.trace.json").size(), 1u);
 }
 
+TEST_F(StepProfileTest, ARangeTheRunNeverReachesIsSaid) {
+  const std::string tb = dir_ + "/tb";
+  Result r = Run(Plus(CpuModel(), {"--train-iters=2", "--profile", "--use-pytorch-profiler",
+                                   "--tensorboard-dir=" + tb}),
+                 "never");
+  ASSERT_EQ(r.exit.code, 0) << Describe(r);
+  EXPECT_THAT(r.exit.output,
+              HasSubstr("--profile: nothing profiled: the range starts after iteration 10 "
+                        "(--profile-step-start), and this run trains iterations 1-2"));
+  EXPECT_TRUE(FilesEndingIn(tb, ".pt.trace.json").empty());
+}
+
 TEST_F(StepProfileTest, OnlyTheProfileRanksProfile) {
   const std::string tb = dir_ + "/tb";
-  Result r = Run(Plus(TinyModel(), {"--train-iters=3", "--profile", "--use-pytorch-profiler",
-                                    "--profile-step-start=0", "--profile-step-end=2",
-                                    "--profile-ranks", "1", "2", "--tensorboard-dir=" + tb}),
+  Result r = Run(Plus(CpuModel(), {"--train-iters=3", "--profile", "--use-pytorch-profiler",
+                                   "--profile-step-start=0", "--profile-step-end=2",
+                                   "--profile-ranks", "1", "2", "--tensorboard-dir=" + tb}),
                  "other_ranks");
   ASSERT_EQ(r.exit.code, 0) << Describe(r);
   EXPECT_THAT(r.exit.output, Not(HasSubstr("--profile:")));
@@ -118,11 +134,12 @@ TEST_F(StepProfileTest, BadProfileFlagsExitTwoNamingTheFix) {
        "does: give --tensorboard-dir=DIR"},
       {{"--profile", "--use-pytorch-profiler", tb, "--profile-step-start=4",
         "--profile-step-end=4"},
-       "--profile-step-end=4 must be above --profile-step-start=4"},
+       "--profile-step-end=4 must be above --profile-step-start=4 (--profile records the steps "
+       "in between): give --profile-step-end=5 or more"},
       {{"--profile", "--use-pytorch-profiler", tb, "--profile-ranks=x"},
        "--profile-ranks=x: \"x\" is not a rank"},
       {{"--profile", "--use-pytorch-profiler", tb, "--profile-step-start=-1"},
-       "--profile-step-start"},
+       "--profile-step-start=-1"},
       // The Nsight Systems marks need a CUDA device; this test runs on the CPU.
       {{"--profile"},
        "--profile without --use-pytorch-profiler marks the steps for NVIDIA Nsight Systems"},
@@ -130,7 +147,7 @@ TEST_F(StepProfileTest, BadProfileFlagsExitTwoNamingTheFix) {
   int i = 0;
   for (const auto& c : cases) {
     const std::string save = dir_ + "/save" + std::to_string(i);
-    Result r = Run(Plus(TinyModel(), Plus({"--train-iters=2", "--save=" + save}, c.flags)),
+    Result r = Run(Plus(CpuModel(), Plus({"--train-iters=2", "--save=" + save}, c.flags)),
                    "bad" + std::to_string(i++));
     ASSERT_TRUE(r.exit.exited) << Describe(r);
     EXPECT_EQ(r.exit.code, 2) << Describe(r);
