@@ -32,6 +32,13 @@ ProfiledEvent Kernel(const std::string& name, uint64_t start_ms, uint64_t end_ms
   return {name, true, 0, start_ms * kMs, end_ms * kMs, launched_by};
 }
 
+// A CUDA runtime call on thread 1 (cudaLaunchKernel, cudaStreamSynchronize, ...).
+ProfiledEvent Runtime(const std::string& name) {
+  ProfiledEvent event = Host(name, 1, 0, 1, 5);
+  event.runtime = true;
+  return event;
+}
+
 std::map<std::string, OpTime> ByName(const std::vector<OpTime>& rows) {
   std::map<std::string, OpTime> out;
   for (const OpTime& row : rows) out[row.name] = row;
@@ -114,21 +121,16 @@ TEST(DeviceBusyMilliseconds, CountsOverlappingActivitiesOnce) {
 }
 
 TEST(HostSyncCalls, CountsTheBlockingRuntimeCallsOnly) {
-  auto runtime = [](const std::string& name) {
-    ProfiledEvent event = Host(name, 1, 0, 1, 5);
-    event.runtime = true;
-    return event;
-  };
   const std::vector<ProfiledEvent> events = {
-      runtime("cudaLaunchKernel"),      runtime("cudaStreamSynchronize"),
-      runtime("cudaStreamSynchronize"), runtime("cudaEventSynchronize"),
-      runtime("cudaMemcpyAsync"),       Host("cudaStreamSynchronize", 1, 0, 1, 6),  // an op
+      Runtime("cudaLaunchKernel"),      Runtime("cudaStreamSynchronize"),
+      Runtime("cudaStreamSynchronize"), Runtime("cudaEventSynchronize"),
+      Runtime("cudaMemcpyAsync"),       Host("cudaStreamSynchronize", 1, 0, 1, 6),  // an op
   };
   const std::map<std::string, int64_t> calls = HostSyncCalls(events);
   EXPECT_EQ(calls, (std::map<std::string, int64_t>{{"cudaEventSynchronize", 1},
                                                    {"cudaStreamSynchronize", 2}}));
   // The op tables leave runtime calls out.
-  EXPECT_TRUE(HostSelfTimeByOp({runtime("cudaLaunchKernel")}).empty());
+  EXPECT_TRUE(HostSelfTimeByOp({Runtime("cudaLaunchKernel")}).empty());
 }
 
 TEST(DeviceTimeByOp, EmptyWithoutDeviceActivity) {
@@ -196,16 +198,11 @@ TEST(ProfileEvents, RefusesToNestInARunningProfiler) {
 }
 
 TEST(SummarizeSteps, DeviceTablesBusyFractionAndTheStepsOwnWaits) {
-  auto runtime = [](const std::string& name) {
-    ProfiledEvent event = Host(name, 1, 0, 1, 5);
-    event.runtime = true;
-    return event;
-  };
   const std::vector<ProfiledEvent> events = {
       Host("aten::mm", 1, 0, 10, 7),    Kernel("gemm", 10, 16, 7),
-      Kernel("gemm", 20, 24, 7),        runtime("cudaDeviceSynchronize"),
-      runtime("cudaDeviceSynchronize"), runtime("cudaDeviceSynchronize"),
-      runtime("cudaStreamSynchronize"),
+      Kernel("gemm", 20, 24, 7),        Runtime("cudaDeviceSynchronize"),
+      Runtime("cudaDeviceSynchronize"), Runtime("cudaDeviceSynchronize"),
+      Runtime("cudaStreamSynchronize"),
   };
   const StepsProfileSummary summary =
       SummarizeSteps(events, /*cuda=*/true, /*wall_milliseconds=*/40, /*steps=*/2,
