@@ -247,6 +247,11 @@ absl::Status ValidateArguments(const TrainerArguments& a) {
     return Invalid(absl::StrCat("--resume_step=", a.resume_step,
                                 " needs --load=DIR (the checkpoints to resume from)"));
   }
+  if (a.timing_log_option != "minmax" && a.timing_log_option != "max" &&
+      a.timing_log_option != "all") {
+    return Invalid(absl::StrCat("--timing-log-option=", a.timing_log_option,
+                                " is not an option: give minmax, max or all"));
+  }
   if (a.use_pytorch_profiler && !a.profile) {
     return Invalid("--use-pytorch-profiler chooses how --profile records the steps: add --profile");
   }

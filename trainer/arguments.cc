@@ -200,6 +200,14 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "write the CUDA allocator's memory statistics to TensorBoard (no-op on the CPU)");
   p.Add("log-timers-to-tensorboard", &a.log_timers_to_tensorboard,
         "write the time per iteration to TensorBoard (iteration-time, seconds)");
+  p.Add("timing-log-level", &a.timing_log_level,
+        "phase timers after every log line: 0 none, 1 forward-backward, all-grads-sync and "
+        "optimizer, 2 also the batch and every micro-batch's phases (the device is synchronised "
+        "around each timed phase, which slows the run)");
+  p.SetMinimum("timing-log-level", 0);
+  p.SetMaximum("timing-log-level", 2);
+  p.Add("timing-log-option", &a.timing_log_option,
+        "how the timers are shown across ranks: minmax, max or all");
   p.Add("profile", &a.profile,
         "profile the steps from --profile-step-start up to --profile-step-end on the "
         "--profile-ranks: with --use-pytorch-profiler LibTorch's profiler (a trace in "

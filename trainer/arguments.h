@@ -143,6 +143,11 @@ struct TrainerArguments {
   int rank = -1;
   int local_rank = -1;
   int64_t resume_step = -1;  // Also --load-iteration.
+  // Megatron's --timing-log-level (0: none, 1: the step's main phases, 2: also per micro-batch)
+  // and --timing-log-option (minmax, max, all): trainer/phase_timing.h.
+  int timing_log_level = 0;
+  std::string timing_log_option = "minmax";
+
   // Megatron's --profile (trainer/step_profiler.h): the steps from --profile-step-start up to
   // --profile-step-end on the --profile-ranks, recorded by LibTorch's profiler
   // (--use-pytorch-profiler, its trace into --tensorboard-dir) or marked for Nsight Systems.

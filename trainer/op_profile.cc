@@ -225,6 +225,17 @@ std::vector<IdleGap> LongestIdleGaps(const std::vector<ProfiledEvent>& events, i
   return gaps;
 }
 
+std::vector<OpTime> PhaseTimes(const std::vector<ProfiledEvent>& events) {
+  std::map<std::string, Accumulated> by_name;
+  for (const ProfiledEvent& event : events) {
+    if (!event.annotation) continue;
+    Accumulated& row = by_name[event.name];
+    ++row.calls;
+    row.milliseconds += Milliseconds(Duration(event));
+  }
+  return Sorted(by_name);
+}
+
 std::map<std::string, int64_t> HostSyncCalls(const std::vector<ProfiledEvent>& events) {
   static const std::set<std::string> kBlocking = {"cudaStreamSynchronize", "cudaDeviceSynchronize",
                                                   "cudaEventSynchronize", "cudaMemcpy"};
@@ -322,6 +333,7 @@ absl::StatusOr<std::vector<ProfiledEvent>> OpProfiler::Stop(const std::string& t
     if (IsBookkeeping(event.name)) continue;
     event.device = device;
     event.runtime = runtime;
+    event.annotation = type == libkineto::ActivityType::USER_ANNOTATION;
     event.thread = kineto.startThreadId();
     event.start_ns = kineto.startNs();
     event.end_ns = kineto.endNs();
@@ -347,6 +359,20 @@ StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, boo
       absl::StrCat(steps, " profiled step", steps == 1 ? "" : "s", ", ",
                    absl::StrFormat("%.1f ms", wall_milliseconds), " of wall time");
   StepsProfileSummary summary;
+  // Every branch ends with the host's time in the named phases, where the trace has any.
+  const auto finish = [&]() -> StepsProfileSummary {
+    const std::vector<OpTime> phases = PhaseTimes(events);
+    if (!phases.empty()) {
+      absl::StrAppend(&summary.text,
+                      FormatOpTable(absl::StrCat("host time in the trainer's and the engine's "
+                                                 "phases (",
+                                                 what,
+                                                 "; each including the phases and ops inside "
+                                                 "it; % of the wall time):"),
+                                    phases, wall_milliseconds, rows, /*sum_row=*/false));
+    }
+    return summary;
+  };
   const std::vector<OpTime> device = DeviceTimeByOp(events);
   if (device.empty()) {
     if (cuda) {
@@ -362,7 +388,7 @@ StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, boo
         cuda ? "unknown (the profiler saw no device activity)"
              : "n/a on the CPU (no device: the host runs every op itself)",
         "\n");
-    return summary;
+    return finish();
   }
   absl::StrAppend(&summary.text,
                   FormatOpTable(absl::StrCat("device time by op (", what,
@@ -398,7 +424,7 @@ StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, boo
     absl::StrAppend(&summary.text,
                     "host waits for the device: not recorded (no CUDA runtime calls in the "
                     "trace)\n");
-    return summary;
+    return finish();
   }
   int64_t waits = 0;
   std::string by_name;
@@ -414,11 +440,11 @@ StepsProfileSummary SummarizeSteps(const std::vector<ProfiledEvent>& events, boo
                       "less %d cudaDeviceSynchronize of the profiling's own)\n",
                       *summary.host_syncs_per_step, by_name.empty() ? "none" : by_name.c_str(),
                       steps, bracketing_syncs));
-  return summary;
+  return finish();
 }
 
 std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& ops,
-                          double total_milliseconds, int rows) {
+                          double total_milliseconds, int rows, bool sum_row) {
   auto percent = [&](double ms) {
     return total_milliseconds > 0 ? 100 * ms / total_milliseconds : 0;
   };
@@ -451,8 +477,10 @@ std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& o
                                             absl::StrCat("(", ops.size() - rows, " other ops)"),
                                             rest_calls, rest, percent(rest)));
   }
-  absl::StrAppend(&table,
-                  absl::StrFormat("  %-60s %8s %12.3f %6.1f%%\n", "sum", "", sum, percent(sum)));
+  if (sum_row) {
+    absl::StrAppend(&table,
+                    absl::StrFormat("  %-60s %8s %12.3f %6.1f%%\n", "sum", "", sum, percent(sum)));
+  }
   return table;
 }
 

@@ -47,6 +47,9 @@ struct ProfiledEvent {
   // True for a CUDA runtime or driver call on the host (cudaLaunchKernel, cudaStreamSynchronize,
   // ...; `device` is false): only HostSyncCalls reads these, the op tables ignore them.
   bool runtime = false;
+  // True for a named range of host time (a TraceRange, torch.profiler.record_function: Kineto's
+  // USER_ANNOTATION; `device` is false): the host tables count it as an op, PhaseTimes reads it.
+  bool annotation = false;
 };
 
 // One row of a table.
@@ -86,6 +89,10 @@ struct IdleGap {
 // intervals, so overlapping streams count as busy), longest first; ties by start. Empty
 // without device activity.
 std::vector<IdleGap> LongestIdleGaps(const std::vector<ProfiledEvent>& events, int count);
+
+// The host's time in each named range (TraceRange: the trainer's and the engine's phases),
+// inclusive of what it calls, largest first: calls and milliseconds summed by name.
+std::vector<OpTime> PhaseTimes(const std::vector<ProfiledEvent>& events);
 
 // The host's waits for the device: how many times each blocking CUDA runtime call
 // (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, and the synchronous
@@ -129,8 +136,9 @@ absl::StatusOr<std::vector<ProfiledEvent>> ProfileEvents(bool cuda,
 struct StepsProfileSummary {
   // On a CUDA run with device activity: the device time by op table (the `rows` largest), the
   // device's busy fraction with its idle milliseconds per step, its five longest idle stretches
-  // (LongestIdleGaps), and the host's waits for the device per step; otherwise the host self time
-  // by op table and why there is no busy fraction. Lines end in '\n'.
+  // (LongestIdleGaps), and the host's waits for the device per step; otherwise the host self
+  // time by op table and why there is no busy fraction. Then, where the trace has named ranges,
+  // the host's time in each (PhaseTimes). Lines end in '\n'.
   std::string text;
   std::optional<double> device_busy_fraction;  // busy / wall time (device activity seen)
   std::optional<double> host_syncs_per_step;   // CUDA runtime calls seen
@@ -154,10 +162,10 @@ std::string ShortOpName(const std::string& name);
 
 // A printable table of the `rows` largest entries of `ops` (sorted as the functions above
 // return them): name (ShortOpName, cut to 60 characters), calls, milliseconds, and percent of
-// `total_milliseconds`, then one line for the remaining entries and one for the sum. `title`
-// heads it.
+// `total_milliseconds`, then one line for the remaining entries and (with `sum_row`) one for
+// the sum. `title` heads it.
 std::string FormatOpTable(const std::string& title, const std::vector<OpTime>& ops,
-                          double total_milliseconds, int rows);
+                          double total_milliseconds, int rows, bool sum_row = true);
 
 }  // namespace trainer
 

@@ -37,6 +37,7 @@
 #include "trainer/host_malloc.h"
 #include "trainer/job_shape.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/phase_timing.h"
 #include "trainer/profile_mode.h"
 #include "trainer/run_checkpoint.h"
 #include "trainer/run_report.h"
@@ -49,6 +50,8 @@
 #include "varuna/comm/world.h"
 #include "varuna/launch/environment.h"
 #include "varuna/launch/host.h"
+#include "varuna/pipeline/phase_timers.h"
+#include "varuna/pipeline/trace_range.h"
 #include "varuna/planning/cpu_allocation_counter.h"
 #include "varuna/varuna.h"
 
@@ -133,7 +136,7 @@ void ReportProfile(const std::string& lines, const varuna::Varuna& engine, RunRe
 absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptData& data,
                    const RunRecord& record, const IterationCost& cost, TrainingState state,
                    const StopSignal& stop_signal, const ExitDuration& exit_duration,
-                   StepProfiler& profiler, RunReport& report) {
+                   StepProfiler& profiler, varuna::PhaseTimers* timers, RunReport& report) {
   const int64_t first_iteration = state.iteration;
   const LrSchedule schedule(LearningRateSchedule(a));
   // The engine agrees on a stop across ranks, so all stop at the same step.
@@ -156,7 +159,9 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     ReportProfile(profiler.BeforeStep(state.iteration), engine, report);
     const auto step_start = std::chrono::steady_clock::now();
     engine.optimizer().set_lr(schedule.At(engine.optimizer().step_count()));
+    varuna::Phase batch_range("pretrain_gpt2::batch", timers, 2, "batch-generator");
     absl::StatusOr<varuna::TensorMap> batch = data.TrainBatch(state.consumed_samples);
+    batch_range.End();
     if (!batch.ok()) return batch.status();
     absl::StatusOr<varuna::StepResult> result = engine.step(*batch, stop_requested);
     if (!result.ok()) return result.status();
@@ -167,12 +172,20 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     saved_last = false;
     const bool last = state.iteration >= a.train_iters || result->stop || every(a.exit_interval);
     ReportProfile(profiler.AfterStep(state.iteration, last), engine, report);
+    varuna::TraceRange report_range("pretrain_gpt2::report");
     ReportStepEvents(*result, state, a, report);
     if (absl::Status s = report.Step(OneStep(*result, state, engine)); !s.ok()) return s;
     if (every(a.log_interval)) {
-      const StepRecord line = interval.Take(state, a.train_iters, engine, cost);
+      StepRecord line = interval.Take(state, a.train_iters, engine, cost);
+      if (timers != nullptr) {
+        absl::StatusOr<TimerTable> table = GatherTimers(*timers, engine, a.log_interval);
+        if (!table.ok()) return table.status();
+        line.timers = Spans(*table);
+        line.timers_block = FormatTimers(*table, a.timing_log_option);
+      }
       if (absl::Status s = report.Interval(line); !s.ok()) return s;
     }
+    report_range.End();
     if (result->stop) {
       stopped = true;
       std::string why = stop_signal.signal_name();
@@ -187,11 +200,13 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
       break;
     }
     if (every(a.eval_interval) && state.iteration < a.train_iters) {
+      varuna::TraceRange range("pretrain_gpt2::evaluate");
       absl::Status s =
           EvaluateAndReport(engine, data, data::Split::kValid, a.eval_iters, state, report);
       if (!s.ok()) return s;
     }
     if (!a.save.empty() && every(a.save_interval)) {
+      varuna::TraceRange range("pretrain_gpt2::checkpoint");
       if (absl::Status s = SaveCheckpoint(engine, a, state, record, report.log()); !s.ok()) {
         return s;
       }
@@ -326,8 +341,14 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
         "> setting training iterations to %d (--train-samples=%d / global batch %d, rounded down)",
         a.train_iters, a.train_samples, cost.global_batch));
   }
+  // --timing-log-level: the step's phases timed, the device synchronised around each.
+  std::optional<varuna::PhaseTimers> timers;
+  if (a.timing_log_level > 0) {
+    timers.emplace(a.timing_log_level, options->device);
+    gpt->varuna->set_phase_timers(&*timers);
+  }
   return Train(a, *gpt->varuna, **data, record, cost, *state, *stop_signal, exit_duration,
-               **profiler, report);
+               **profiler, timers ? &*timers : nullptr, report);
 }
 
 // "pretrain_gpt2: error: <message>" on stderr; returns `code`.

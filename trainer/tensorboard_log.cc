@@ -55,7 +55,12 @@ absl::Status TensorBoardLog::Step(const StepRecord& r, const std::optional<Devic
 absl::Status TensorBoardLog::Throughput(const StepRecord& r) {
   if (r.iteration <= skip_through_) return absl::OkStatus();
   absl::Status s;
-  if (options_.log_timers) s.Update(Add("iteration-time", r.iteration, r.ms_per_iteration / 1e3));
+  if (options_.log_timers) {
+    s.Update(Add("iteration-time", r.iteration, r.ms_per_iteration / 1e3));
+    for (const TimerSpan& timer : r.timers) {
+      s.Update(Add(timer.name + "-time", r.iteration, timer.max_ms / 1e3));
+    }
+  }
   s.Update(Add("tokens-per-second", r.iteration, r.tokens_per_sec));
   s.Update(Add("tflops", r.iteration, r.tflops));
   if (r.mfu) s.Update(Add("mfu", r.iteration, *r.mfu));

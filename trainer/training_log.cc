@@ -80,6 +80,13 @@ std::string TrainingLog::StepJson(const StepRecord& r) {
   line["throughput_per_gpu_tflops"] = PerGpu(r);
   line["mfu"] = r.mfu ? Value(*r.mfu) : Value(nullptr);
   if (r.max_allocated_bytes) line["max_allocated_bytes"] = *r.max_allocated_bytes;
+  if (!r.timers.empty()) {
+    Value timers = Value::object();
+    for (const TimerSpan& timer : r.timers) {
+      timers[timer.name] = Value::array({timer.min_ms, timer.max_ms});
+    }
+    line["timers_ms"] = timers;
+  }
   return varuna::json::Serialize(line);
 }
 
@@ -113,6 +120,7 @@ absl::Status TrainingLog::WriteMetrics(const std::string& line) {
 absl::Status TrainingLog::Step(const StepRecord& record) {
   if (out_ != nullptr) {
     std::fprintf(out_, "%s\n", FormatStep(record).c_str());
+    if (!record.timers_block.empty()) std::fprintf(out_, "%s\n", record.timers_block.c_str());
     std::fflush(out_);
   }
   return WriteMetrics(StepJson(record));

@@ -37,6 +37,14 @@
 namespace trainer {
 
 // The numbers of a log line (the interval's, see LogInterval) or of one step (for TensorBoard).
+// One phase timer of a log line (--timing-log-level): its time per iteration, in ms, on the
+// fastest and the slowest rank that ran it.
+struct TimerSpan {
+  std::string name;  // Megatron's: "forward-backward", "optimizer", ...
+  double min_ms = 0;
+  double max_ms = 0;
+};
+
 struct StepRecord {
   std::time_t time = 0;  // When the line was made; printed in local time, as Megatron does.
   int64_t iteration = 0;
@@ -61,6 +69,11 @@ struct StepRecord {
   // On a CUDA device: the most bytes this process's tensors held at once since it started (the
   // caching allocator's peak); in the metrics file only ("max_allocated_bytes").
   std::optional<int64_t> max_allocated_bytes;
+  // --timing-log-level > 0: the phases' timers (trainer/phase_timing.h), in the metrics file
+  // ("timers_ms": {name: [min, max]}) and TensorBoard ("<name>-time", the max in seconds), and
+  // Megatron's block of them for --timing-log-option, printed after the line.
+  std::vector<TimerSpan> timers;
+  std::string timers_block;
 };
 
 struct EvalRecord {

@@ -18,6 +18,8 @@
 #include "varuna/kernels/multi_tensor.h"
 #include "varuna/optim/gradient_pairs.h"
 #include "varuna/pipeline/partition.h"
+#include "varuna/pipeline/phase_timers.h"
+#include "varuna/pipeline/trace_range.h"
 
 namespace varuna {
 namespace {
@@ -450,12 +452,23 @@ absl::Status Varuna::UpdateModelState() {
   return absl::OkStatus();
 }
 
+void Varuna::set_phase_timers(PhaseTimers* timers) {
+  timers_ = timers;
+  executor_->set_phase_timers(timers);
+}
+
+absl::Status Varuna::SumOverRanks(std::vector<double>& values) { return AllRanksSum(values); }
+
 absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs,
                                         const std::function<bool()>& stop_requested) {
   if (!optimizer_) {
     return absl::FailedPreconditionError("Varuna::step called before set_optimizer");
   }
+  // The step's phases, as named ranges in a profiler's trace (pipeline/trace_range.h).
+  TraceRange step_range("varuna::step");
+  TraceRange plan_range("varuna::plan");
   absl::StatusOr<Plan> plan = MakePlan(inputs, options_.batch_size, " (--batch-size)");
+  plan_range.End();
   if (!plan.ok()) return plan.status();
 
   StepResult result;
@@ -466,24 +479,34 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs,
   // serves the activations (at the peak of the step; they stay readable between steps). With
   // replicas they are views into the buckets' flat buffers, which stay.
   if (buckets_ == nullptr) optimizer_->ReleaseMasterGrads();
+  Phase micro_batches_range("varuna::micro_batches", timers_, 1, "forward-backward");
   absl::StatusOr<at::Tensor> loss =
       executor_->Train(plan->micro_batches, plan->weights, result.loss_scale, [&] {
         if (buckets_ != nullptr) buckets_->ArmForLastBackward(1.0 / result.loss_scale);
       });
+  micro_batches_range.End();
   if (!loss.ok()) {
     if (buckets_ != nullptr) buckets_->Abandon();
     return loss.status();
   }
+  Phase gradients_range("varuna::gradients", timers_, 1, "all-grads-sync");
   absl::StatusOr<at::Tensor> sum_of_squares = ReduceMasterGrads(result.loss_scale);
+  gradients_range.End();
   if (!sum_of_squares.ok()) return sum_of_squares.status();
   ZeroModelGrads();
+  // Megatron's "optimizer" timer: everything from here to the update's end (the state update,
+  // the inf/NaN and norm agreement, the update, the host's wait for the agreed values).
+  Phase update_range("varuna::update", timers_, 1, "optimizer");
+  TraceRange model_state_range("varuna::model_state");
   if (absl::Status status = UpdateModelState(); !status.ok()) return status;
+  model_state_range.End();
 
   // Everything below stays on the device until the step's one read: the host queues the update
   // right behind the backward and never waits in between (on CUDA).
   // One all-reduce over every rank: overflow anywhere, the squared norm of every stage (once:
   // replica 0's), the loss (the last stages hold it, normalised over the global batch), stop
   // requests, and the ranks still moving a background checkpoint's files.
+  TraceRange agree_range("varuna::agree");
   const bool moving = pending_checkpoint_ && !checkpoint_writer_->Idle();
   const bool stop = stop_requested && stop_requested();
   const at::Tensor nonfinite = at::logical_not(at::isfinite(*sum_of_squares)).to(options_.device);
@@ -504,8 +527,14 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs,
         at::clamp_max(at::full_like(norm, options_.clip_grad) / (norm + 1e-6), 1.0).to(at::kFloat);
   }
   HostRead read(agreed);
+  agree_range.End();
+  TraceRange optimizer_range("varuna::optimizer");
   optimizer_->StepOnDevice(grad_scale, skip);
+  optimizer_range.End();
+  TraceRange wait_range("varuna::wait");
   const std::vector<double> values = read.Wait();
+  wait_range.End();
+  update_range.End();
 
   result.overflow = values[0] > 0;
   result.grad_norm =

@@ -48,6 +48,7 @@
 #include "varuna/io/json.h"
 #include "varuna/optim/adam.h"
 #include "varuna/optim/loss_scaler.h"
+#include "varuna/pipeline/phase_timers.h"
 #include "varuna/pipeline/schedule.h"
 #include "varuna/pipeline/stage_executor.h"
 #include "varuna/pipeline/stage_groups.h"
@@ -188,6 +189,16 @@ class Varuna {
   absl::StatusOr<StepResult> step(const TensorMap& inputs,
                                   const std::function<bool()>& stop_requested = nullptr);
 
+  // Times the step's phases with `timers` (Megatron's --timing-log-level; level 1:
+  // "forward-backward", "all-grads-sync", "optimizer"; level 2 also the executor's per
+  // micro-batch phases, pipeline/stage_executor.h), or not (null, the default). Not owned; must
+  // outlive the engine or be replaced first.
+  void set_phase_timers(PhaseTimers* timers);
+
+  // Collective (every rank, the same number of values): sums `values` over every rank in place
+  // (nothing to do for one process), e.g. the trainer's timers gathered into a table.
+  absl::Status SumOverRanks(std::vector<double>& values);
+
   // The mean loss over `inputs` (any number of examples), without gradients or dropout. The
   // model's named_state() is left as it was (an evaluation never changes training).
   absl::StatusOr<double> evaluate(const TensorMap& inputs);
@@ -296,6 +307,7 @@ class Varuna {
   std::unique_ptr<CheckpointWriter> checkpoint_writer_;
   int64_t agreements_ = 0;  // names AgreeOnStatus's store keys
   std::unique_ptr<StageExecutor> executor_;
+  PhaseTimers* timers_ = nullptr;  // not owned; null: the phases are not timed
   // Pairs of optimizer indices (first, second) of the shared weights this rank holds both of.
   std::vector<std::pair<size_t, size_t>> tied_pairs_;
   // Optimizer indices of shared weights whose other copy is on the other end of the pipeline,

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "varuna/pipeline/trace_range.h"
+
 namespace trainer {
 namespace {
 
@@ -272,6 +274,68 @@ TEST(LongestIdleGaps, LongestFirstWithWhatTheHostWasInAndWhatEndedThem) {
   EXPECT_THAT(summary.text, HasSubstr("the device's longest idle stretches"));
   EXPECT_THAT(summary.text, HasSubstr("8.000 ms; Varuna::step -> aten::embedding"));
   EXPECT_THAT(summary.text, HasSubstr("(no host op) -> [kernel] orphan"));
+}
+
+TEST(PhaseTimes, SumsTheNamedRangesInclusively) {
+  ProfiledEvent step = Host("varuna::step", 1, 0, 10, 0);
+  step.annotation = true;
+  ProfiledEvent optimizer = Host("varuna::optimizer", 1, 6, 9, 0);
+  optimizer.annotation = true;
+  ProfiledEvent second_step = Host("varuna::step", 1, 20, 25, 0);
+  second_step.annotation = true;
+  const std::vector<ProfiledEvent> events = {step, Host("aten::mm", 1, 1, 5, 3), optimizer,
+                                             second_step};
+  const std::map<std::string, OpTime> phases = ByName(PhaseTimes(events));
+  ASSERT_EQ(phases.size(), 2u);  // ops are not phases
+  EXPECT_EQ(phases.at("varuna::step").calls, 2);
+  EXPECT_DOUBLE_EQ(phases.at("varuna::step").milliseconds, 15.0);  // inclusive of what it holds
+  EXPECT_DOUBLE_EQ(phases.at("varuna::optimizer").milliseconds, 3.0);
+  const StepsProfileSummary summary = SummarizeSteps(events, /*cuda=*/false, 30, 2, 0, 5);
+  EXPECT_THAT(summary.text, HasSubstr("host time in the trainer's and the engine's phases (2 "
+                                      "profiled steps"));
+  EXPECT_THAT(summary.text, HasSubstr("varuna::optimizer"));
+  // No sum row under the phases: they nest, so a sum would count time twice.
+  const std::string phase_table = summary.text.substr(summary.text.find("host time in the"));
+  EXPECT_THAT(phase_table, Not(HasSubstr("  sum ")));
+}
+
+TEST(TraceRange, NamesAStretchOfHostTimeInTheTrace) {
+  const at::Tensor a = at::ones({8, 8});
+  absl::StatusOr<std::vector<ProfiledEvent>> events = ProfileEvents(false, [&] {
+    varuna::TraceRange outer("test::outer");
+    (void)at::mm(a, a);
+    outer.End();
+    outer.End();  // a second End does nothing
+    (void)at::relu(a);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(events.ok()) << events.status();
+  const ProfiledEvent* range = nullptr;
+  const ProfiledEvent* mm = nullptr;
+  const ProfiledEvent* relu = nullptr;
+  for (const ProfiledEvent& event : *events) {
+    if (event.name == "test::outer") range = &event;
+    if (event.name == "aten::mm") mm = &event;
+    if (event.name == "aten::relu") relu = &event;
+  }
+  ASSERT_NE(range, nullptr);
+  ASSERT_NE(mm, nullptr);
+  ASSERT_NE(relu, nullptr);
+  EXPECT_TRUE(range->annotation);
+  EXPECT_FALSE(mm->annotation);
+  EXPECT_LE(range->start_ns, mm->start_ns);
+  EXPECT_GE(range->end_ns, mm->end_ns);
+  EXPECT_LE(range->end_ns, relu->start_ns);  // ended before the op after End()
+  EXPECT_EQ(PhaseTimes(*events).size(), 1u);
+  // Without a profiler a range costs nothing visible and records nothing.
+  { varuna::TraceRange idle("test::idle"); }
+}
+
+TEST(FormatOpTable, LeavesTheSumRowOutWhenAsked) {
+  const std::string table =
+      FormatOpTable("t", {{"a", 1, 2.0}, {"b", 1, 1.0}}, 10, 5, /*sum_row=*/false);
+  EXPECT_THAT(table, HasSubstr("  a "));
+  EXPECT_THAT(table, Not(HasSubstr("  sum ")));
 }
 
 TEST(OpProfiler, WritesTheChromeTraceAndNamesAPathItCannotWrite) {

@@ -63,6 +63,13 @@ TEST_F(StepProfileTest, PytorchProfilerWritesTheStepsTraceAndSummary) {
               HasSubstr("--profile: iterations 3-4 recorded by LibTorch's profiler"));
   EXPECT_THAT(r.exit.output, HasSubstr("host self time by op (2 profiled steps, "));
   EXPECT_THAT(r.exit.output, HasSubstr("aten::mm"));
+  // The trainer's and the engine's phases, named in the trace and summed in the log.
+  EXPECT_THAT(r.exit.output, HasSubstr("host time in the trainer's and the engine's phases"));
+  for (const char* phase :
+       {"varuna::step", "varuna::micro_batches", "varuna::forward", "varuna::backward",
+        "varuna::gradients", "varuna::optimizer", "pretrain_gpt2::batch"}) {
+    EXPECT_THAT(r.exit.output, HasSubstr(phase));
+  }
   // Kineto's complaint that a CPU-only machine has no GPU is not shown.
   EXPECT_THAT(r.exit.output, Not(HasSubstr("gpuGetDeviceCount")));
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "varuna/pipeline/p2p.h"
+#include "varuna/pipeline/phase_timers.h"
 #include "varuna/pipeline/rng_state.h"
 
 namespace varuna {
@@ -158,10 +159,12 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
     switch (tasks[t].kind) {
       case TaskKind::kForward: {
         if (!first()) {
+          Phase waiting("varuna::receive_activation", timers_, 2, "forward-recv");
           absl::StatusOr<at::Tensor> input = activations.Take(i);
           if (!input.ok()) return input.status();
           state[i].input = *input;
         }
+        Phase compute("varuna::forward", timers_, 2, "forward-compute");
         const bool keep = KeepsGraph(tasks, t);
         if (!keep) state[i].rng = RngState::Capture(device_);
         at::Tensor output = forward(i, keep);
@@ -171,6 +174,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
         return absl::OkStatus();
       }
       case TaskKind::kRecompute: {
+        Phase compute("varuna::recompute", timers_, 2, "recompute-compute");
         const RngState live = RngState::Capture(device_);
         state[i].rng->Restore();
         state[i].output = forward(i, /*with_graph=*/true);
@@ -178,14 +182,20 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
         return absl::OkStatus();
       }
       case TaskKind::kBackward: {
+        at::Tensor gradient;
+        if (!last()) {
+          Phase waiting("varuna::receive_gradient", timers_, 2, "backward-recv");
+          absl::StatusOr<at::Tensor> received = gradients.Take(i);
+          if (!received.ok()) return received.status();
+          gradient = *std::move(received);
+        }
+        Phase compute("varuna::backward", timers_, 2, "backward-compute");
         if (t == last_backward && before_last_backward) before_last_backward();
         at::Tensor output = state[i].output;
         if (last()) {
           if (weights[i] != 0) (output.to(at::kFloat) * (weights[i] * loss_scale)).backward();
         } else {
-          absl::StatusOr<at::Tensor> gradient = gradients.Take(i);
-          if (!gradient.ok()) return gradient.status();
-          output.backward(*gradient);
+          output.backward(gradient);
         }
         if (!first()) {
           const at::Tensor& input_grad = state[i].input.grad();
@@ -221,7 +231,10 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
     }
     status = run(t);
   }
-  if (status.ok()) status = sends.WaitAll();
+  if (status.ok()) {
+    Phase waiting("varuna::wait_sends", timers_, 2, "wait-sends");
+    status = sends.WaitAll();
+  }
   if (!status.ok()) {
     activations.Abandon();
     gradients.Abandon();

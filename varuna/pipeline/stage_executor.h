@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "varuna/comm/process_group.h"
+#include "varuna/pipeline/phase_timers.h"
 #include "varuna/pipeline/schedule.h"
 #include "varuna/pipeline/stage_module.h"
 #include "varuna/pipeline/tensor_map.h"
@@ -51,6 +52,12 @@ class StageExecutor {
                                    const std::vector<double>& weights, double loss_scale,
                                    const std::function<void()>& before_last_backward = nullptr);
 
+  // Times Train's phases per micro-batch with `timers` (level 2: "forward-recv",
+  // "forward-compute", "recompute-compute", "backward-recv", "backward-compute", "wait-sends";
+  // pipeline/phase_timers.h), or not (null, the default). Not owned; must outlive the executor
+  // or be replaced first.
+  void set_phase_timers(PhaseTimers* timers) { timers_ = timers; }
+
   // Forward only, without gradients or dropout; the same return value.
   absl::StatusOr<at::Tensor> Evaluate(const std::vector<TensorMap>& micro_batches,
                                       const std::vector<double>& weights);
@@ -65,6 +72,7 @@ class StageExecutor {
   int num_stages_;
   c10::Device device_;
   ScheduleKind schedule_;
+  PhaseTimers* timers_ = nullptr;
 };
 
 }  // namespace varuna

@@ -1,0 +1,103 @@
+#include "trainer/phase_timing.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace trainer {
+namespace {
+
+// Megatron's label: the name and a space, padded with dots to 48 characters.
+std::string Label(const std::string& name) {
+  std::string label = name + " ";
+  if (label.size() < 48) label.append(48 - label.size(), '.');
+  return label;
+}
+
+}  // namespace
+
+std::vector<std::string> TimerNames(int level) {
+  std::vector<std::string> names = {"forward-backward", "all-grads-sync", "optimizer"};
+  if (level >= 2) {
+    for (const char* name :
+         {"batch-generator", "forward-recv", "forward-compute", "recompute-compute",
+          "backward-recv", "backward-compute", "wait-sends"}) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+absl::StatusOr<TimerTable> GatherTimers(varuna::PhaseTimers& timers, varuna::Varuna& engine,
+                                        int64_t iterations) {
+  TimerTable table;
+  table.names = TimerNames(timers.level());
+  table.world_size = engine.options().stage_map.world_size();
+  table.ms.assign(static_cast<size_t>(table.world_size) * table.names.size(), 0.0);
+  std::map<std::string, double> mine;
+  for (const auto& [name, ms] : timers.Take()) mine[name] = ms;
+  const size_t row = static_cast<size_t>(engine.options().rank) * table.names.size();
+  for (size_t i = 0; i < table.names.size(); ++i) {
+    const auto it = mine.find(table.names[i]);
+    if (it != mine.end()) table.ms[row + i] = it->second / std::max<int64_t>(iterations, 1);
+  }
+  if (absl::Status status = engine.SumOverRanks(table.ms); !status.ok()) return status;
+  return table;
+}
+
+std::string FormatTimers(const TimerTable& table, const std::string& option) {
+  const size_t n = table.names.size();
+  std::string lines;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<std::pair<int, double>> ran;  // (rank, ms) of the ranks that ran it
+    for (int rank = 0; rank < table.world_size; ++rank) {
+      const double ms = table.ms[static_cast<size_t>(rank) * n + i];
+      if (ms > 0) ran.emplace_back(rank, ms);
+    }
+    if (ran.empty()) continue;
+    double low = ran.front().second;
+    double high = low;
+    for (const auto& [rank, ms] : ran) {
+      low = std::min(low, ms);
+      high = std::max(high, ms);
+    }
+    if (option == "max") {
+      absl::StrAppend(&lines, absl::StrFormat("\n    %s: %.2f", Label(table.names[i]), high));
+    } else if (option == "all") {
+      absl::StrAppend(&lines, absl::StrFormat("\n  %s:", table.names[i]));
+      for (const auto& [rank, ms] : ran) {
+        absl::StrAppend(&lines, absl::StrFormat("\n     rank %2d: %.2f", rank, ms));
+      }
+    } else {
+      absl::StrAppend(&lines,
+                      absl::StrFormat("\n    %s: (%.2f, %.2f)", Label(table.names[i]), low, high));
+    }
+  }
+  if (lines.empty()) return "";
+  const char* title = option == "max"   ? "max time across ranks (ms):"
+                      : option == "all" ? "times across ranks (ms):"
+                                        : "(min, max) time across ranks (ms):";
+  return absl::StrCat(title, lines);
+}
+
+std::vector<TimerSpan> Spans(const TimerTable& table) {
+  const size_t n = table.names.size();
+  std::vector<TimerSpan> spans;
+  for (size_t i = 0; i < n; ++i) {
+    TimerSpan span{table.names[i], 0, 0};
+    bool ran = false;
+    for (int rank = 0; rank < table.world_size; ++rank) {
+      const double ms = table.ms[static_cast<size_t>(rank) * n + i];
+      if (ms <= 0) continue;
+      span.min_ms = ran ? std::min(span.min_ms, ms) : ms;
+      span.max_ms = std::max(span.max_ms, ms);
+      ran = true;
+    }
+    if (ran) spans.push_back(span);
+  }
+  return spans;
+}
+
+}  // namespace trainer
