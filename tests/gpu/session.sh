@@ -170,6 +170,16 @@ print(",".join(str(int(r.split("-")[-1]) - int(r.split("-")[0]) + 1) for r in sy
       > "$dir/second/launch.log" 2>&1 ||
       echo "the second-ranked candidate (P=$p2, micro-batch $b2) failed: $dir/second/launch.log"
   fi
+  # The chosen configuration once more, 12 iterations with its phases timed
+  # (--timing-log-level=2: the device synchronised around each phase, so this run is not the
+  # measured one): training's own forward + backward per micro-batch and step work, beside the
+  # profile's R + B and step work (planning_report prints both).
+  mkdir -p "$dir/timed"
+  (cd "$dir/timed" && "$bin/launch" --profile_dir="$dir/prof" --gpu_memory_gb=75 \
+    --gpus_per_node=1 --batch_size=32 --master_port=0 -- "$bin/pretrain_gpt2" "${model[@]}" \
+    "${train[@]}" --train-iters=12 --timing-log-level=2 \
+    --metrics-file="$dir/timed/metrics.jsonl") > "$dir/timed/launch.log" 2>&1 ||
+    echo "the timed run failed: $dir/timed/launch.log"
   stop "$sampler"
   planning_report prediction "$dir"
 }
@@ -204,6 +214,31 @@ if what == "prediction":
     for line in open(f"{d}/launch.log"):
         if "--profile: " in line or "device busy fraction" in line or "host waits" in line:
             print(line.rstrip())
+    # The timed run (--timing-log-level=2, iterations 6-12) beside the profile's terms, for the
+    # chosen micro-batch size b (one GPU: P = 1, the whole model on one stage).
+    timed = f"{d}/timed/metrics.jsonl"
+    if os.path.exists(timed):
+        lines = [json.loads(l) for l in open(timed) if '"timers_ms"' in l]
+        lines = [l for l in lines if l["iteration"] > 5]
+        b, m = int(rows[0][2]), int(rows[0][3])
+        rb = work = 0.0
+        for name in sorted(os.listdir(f"{d}/prof")):
+            if not name.startswith("segment_"):
+                continue
+            seg = json.load(open(f"{d}/prof/{name}"))
+            mb = [x for x in seg["micro_batches"] if x["micro_batch_size"] == b]
+            if mb:
+                rb += mb[0]["recompute_ms"] + mb[0]["backward_ms"]
+            work += seg.get("gradient_ms", 0) + seg.get("optimizer_ms", 0)
+        if lines:
+            t = lambda n: statistics.median(l["timers_ms"].get(n, [0, 0])[1] for l in lines)
+            step = statistics.median(l["ms_per_iteration"] for l in lines)
+            fb = t("forward-compute") + t("backward-compute")
+            print(f"terms (timed run, medians of iterations 6-12; profile): forward + backward "
+                  f"per micro-batch {fb / m:.2f} ms (profile R + B {rb:.2f}); step work "
+                  f"{t('all-grads-sync') + t('optimizer'):.2f} ms (profile {work:.2f}); "
+                  f"forward-backward {t('forward-backward'):.2f} ms for m = {m}; timed step "
+                  f"{step:.2f} ms")
     sys.exit(0 if abs(error) <= 0.05 else 1)
 if what == "ranking":
     if len(rows) < 2:
