@@ -168,9 +168,13 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
         const bool keep = KeepsGraph(tasks, t);
         if (!keep) state[i].rng = RngState::Capture(device_);
         at::Tensor output = forward(i, keep);
-        if (!last()) sends.Send(*pipeline_, output, stage_ + 1, ActivationTag(i));
         if (last() && weights[i] != 0) loss.Add(weights[i], output);
         if (keep) state[i].output = output;
+        compute.End();
+        if (!last()) {
+          Phase send("varuna::send_activation", timers_, 2, "forward-send");
+          sends.Send(*pipeline_, output, stage_ + 1, ActivationTag(i));
+        }
         return absl::OkStatus();
       }
       case TaskKind::kRecompute: {
@@ -197,7 +201,9 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
         } else {
           output.backward(gradient);
         }
+        compute.End();
         if (!first()) {
+          Phase send("varuna::send_gradient", timers_, 2, "backward-send");
           const at::Tensor& input_grad = state[i].input.grad();
           sends.Send(*pipeline_, input_grad.defined() ? input_grad : at::zeros_like(state[i].input),
                      stage_ - 1, GradientTag(i));
