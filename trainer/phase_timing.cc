@@ -19,13 +19,16 @@ std::string Label(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> TimerNames(int level) {
-  std::vector<std::string> names = {"forward-backward", "all-grads-sync", "optimizer"};
-  if (level >= 2) {
-    for (const char* name :
-         {"batch-generator", "forward-recv", "forward-compute", "recompute-compute",
-          "backward-recv", "backward-compute", "wait-sends"}) {
-      names.push_back(name);
-    }
+  // Megatron's order (its training_log's timers_to_log), with Varuna's own phases beside their
+  // neighbours: recompute-compute after forward-compute, wait-sends after the sends.
+  static const std::pair<const char*, int> kTimers[] = {
+      {"forward-backward", 1}, {"forward-compute", 2}, {"recompute-compute", 2},
+      {"backward-compute", 2}, {"batch-generator", 2}, {"forward-recv", 2},
+      {"forward-send", 2},     {"backward-recv", 2},   {"backward-send", 2},
+      {"wait-sends", 2},       {"all-grads-sync", 1},  {"optimizer", 1}};
+  std::vector<std::string> names;
+  for (const auto& [name, timer_level] : kTimers) {
+    if (timer_level <= level) names.push_back(name);
   }
   return names;
 }

@@ -153,6 +153,7 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
   }
   ReportProfile(profiler.NotReached(state.iteration, a.train_iters), engine, report);
   LogInterval interval;
+  int64_t steps_since_line = 0;  // what the timers' totals are divided by
   bool saved_last = false;
   bool stopped = false;
   while (state.iteration < a.train_iters) {
@@ -166,6 +167,7 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     absl::StatusOr<varuna::StepResult> result = engine.step(*batch, stop_requested);
     if (!result.ok()) return result.status();
     interval.Add(*result, SecondsSince(step_start));
+    ++steps_since_line;
     ++state.iteration;
     state.consumed_samples += cost.global_batch;
     if (result->overflow) ++state.skipped;
@@ -177,8 +179,10 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     if (absl::Status s = report.Step(OneStep(*result, state, engine)); !s.ok()) return s;
     if (every(a.log_interval)) {
       StepRecord line = interval.Take(state, a.train_iters, engine, cost);
+      const int64_t steps = steps_since_line;
+      steps_since_line = 0;
       if (timers != nullptr) {
-        absl::StatusOr<TimerTable> table = GatherTimers(*timers, engine, a.log_interval);
+        absl::StatusOr<TimerTable> table = GatherTimers(*timers, engine, steps);
         if (!table.ok()) return table.status();
         line.timers = Spans(*table);
         line.timers_block = FormatTimers(*table, a.timing_log_option);
@@ -312,6 +316,10 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
   if (!data.ok()) return data.status();
   report.Info(absl::StrCat("> data: ", (*data)->Describe()));
   for (const std::string& line : mode_lines) report.Info(line);
+  // --timing-log-level: the step's phases timed, the device's stream waited for around each.
+  // Made before the engine, which holds a pointer to it, so that it outlives the engine.
+  std::optional<varuna::PhaseTimers> timers;
+  if (a.timing_log_level > 0) timers.emplace(a.timing_log_level, options->device);
   absl::StatusOr<GptEngine> gpt = CreateGptEngine(TrainerEngineOptions(a, *config, *options));
   if (StoppedWhileStarting(gpt.status(), *stop_signal, "creating the process groups",
                            report.log())) {
@@ -341,12 +349,7 @@ absl::Status Run(const TrainerArguments& a, const std::string& argv0,
         "> setting training iterations to %d (--train-samples=%d / global batch %d, rounded down)",
         a.train_iters, a.train_samples, cost.global_batch));
   }
-  // --timing-log-level: the step's phases timed, the device synchronised around each.
-  std::optional<varuna::PhaseTimers> timers;
-  if (a.timing_log_level > 0) {
-    timers.emplace(a.timing_log_level, options->device);
-    gpt->varuna->set_phase_timers(&*timers);
-  }
+  if (timers) gpt->varuna->set_phase_timers(&*timers);
   return Train(a, *gpt->varuna, **data, record, cost, *state, *stop_signal, exit_duration,
                **profiler, timers ? &*timers : nullptr, report);
 }

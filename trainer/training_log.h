@@ -36,7 +36,6 @@
 
 namespace trainer {
 
-// The numbers of a log line (the interval's, see LogInterval) or of one step (for TensorBoard).
 // One phase timer of a log line (--timing-log-level): its time per iteration, in ms, on the
 // fastest and the slowest rank that ran it.
 struct TimerSpan {
@@ -45,6 +44,7 @@ struct TimerSpan {
   double max_ms = 0;
 };
 
+// The numbers of a log line (the interval's, see LogInterval) or of one step (for TensorBoard).
 struct StepRecord {
   std::time_t time = 0;  // When the line was made; printed in local time, as Megatron does.
   int64_t iteration = 0;

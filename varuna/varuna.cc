@@ -484,15 +484,15 @@ absl::StatusOr<StepResult> Varuna::step(const TensorMap& inputs,
       executor_->Train(plan->micro_batches, plan->weights, result.loss_scale, [&] {
         if (buckets_ != nullptr) buckets_->ArmForLastBackward(1.0 / result.loss_scale);
       });
-  micro_batches_range.End();
+  if (loss.ok()) micro_batches_range.End();
   if (!loss.ok()) {
     if (buckets_ != nullptr) buckets_->Abandon();
     return loss.status();
   }
   Phase gradients_range("varuna::gradients", timers_, 1, "all-grads-sync");
   absl::StatusOr<at::Tensor> sum_of_squares = ReduceMasterGrads(result.loss_scale);
-  gradients_range.End();
   if (!sum_of_squares.ok()) return sum_of_squares.status();
+  gradients_range.End();
   ZeroModelGrads();
   // Megatron's "optimizer" timer: everything from here to the update's end (the state update,
   // the inf/NaN and norm agreement, the update, the host's wait for the agreed values).

@@ -229,8 +229,12 @@ if what == "prediction":
             mb = [x for x in seg["micro_batches"] if x["micro_batch_size"] == b]
             if mb:
                 rb += mb[0]["recompute_ms"] + mb[0]["backward_ms"]
+            else:
+                print(f"terms: {name} has no measurement at micro-batch {b}")
             work += seg.get("gradient_ms", 0) + seg.get("optimizer_ms", 0)
-        if lines:
+        if lines and rows[0][0] != "1":
+            print(f"terms: not compared (P = {rows[0][0]}: the profile's sums are for one stage)")
+        elif lines:
             t = lambda n: statistics.median(l["timers_ms"].get(n, [0, 0])[1] for l in lines)
             step = statistics.median(l["ms_per_iteration"] for l in lines)
             fb = t("forward-compute") + t("backward-compute")

@@ -107,11 +107,14 @@ TEST(TensorBoardLogTest, ThroughputAndEvaluations) {
   r.tokens_per_sec = 1000;
   r.tflops = 12.5;
   r.mfu = 0.4;
+  r.timers = {{"forward-backward", 180.0, 200.0}, {"optimizer", 10.0, 12.5}};
   ASSERT_TRUE(log->Throughput(r).ok());
   ASSERT_TRUE(log->Eval({4, "validation", 2.0}, 32).ok());
   ASSERT_TRUE(log->Eval({4, "test", 30.0}, 32).ok());  // ppl capped at exp(20), as Megatron
   const std::map<std::string, float> expected = {
       {"iteration-time@4", 0.25f},
+      {"forward-backward-time@4", 0.2f},  // the slowest rank's, in seconds, as Megatron
+      {"optimizer-time@4", 0.0125f},
       {"tokens-per-second@4", 1000.0f},
       {"tflops@4", 12.5f},
       {"mfu@4", 0.4f},

@@ -5,8 +5,12 @@
 namespace varuna {
 namespace {
 
+// Waits for the work queued on the device's current stream (the CPU has none).
 void Synchronize(const c10::Device& device) {
-  if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
+  if (device.is_cpu()) return;
+  const c10::DeviceIndex index =
+      device.has_index() ? device.index() : at::accelerator::getDeviceIndex();
+  at::accelerator::getCurrentStream(index).synchronize();
 }
 
 }  // namespace

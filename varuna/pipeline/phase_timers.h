@@ -3,11 +3,17 @@
 // A Phase is one stretch of the step ("forward-backward", "backward-compute", ...). It always
 // marks a named range in LibTorch's profiler traces (TraceRange, `range_name`); and where the
 // run's PhaseTimers time phases of its `level` (Megatron's levels: 1 the step's main phases, 2
-// also those of every micro-batch), it synchronises the device when it starts and when it ends,
-// as Megatron's timers do, and adds the milliseconds in between to its timer (`timer_name`).
-// The synchronisations cost what the phase would have overlapped with its neighbours, so a
-// run with timers is slower than one without (level 2 more than level 1); the trainer's default
-// is level 0, no timers.
+// also those of every micro-batch), it waits for the device's current stream (the compute
+// stream) when it starts and when End() is called, as Megatron's timers synchronise, and adds
+// the milliseconds in between to its timer (`timer_name`). Only the current stream: a receive
+// already posted on a communication stream (the executor's prefetching) must not be waited for
+// here, or a pipeline over NCCL would wait for a peer that waits for this stage. The waits cost
+// what the phase would have overlapped with its neighbours, so a run with timers is slower than
+// one without (level 2 more than level 1); the trainer's default is level 0, no timers.
+//
+// Only End() records: a phase left by an error or an exception (its destructor) closes its
+// trace range and neither waits for the device nor counts, so a failing step is not held up
+// by a device that no longer completes work.
 //
 // Thread safety: none; one thread's phases (the training loop's).
 #ifndef VARUNA_PIPELINE_PHASE_TIMERS_H_
@@ -50,10 +56,11 @@ class Phase {
   // Starts the phase (see the header comment); `timers` may be null (no timing). The names must
   // outlive the phase (string literals).
   Phase(const char* range_name, PhaseTimers* timers, int level, const char* timer_name);
-  // Ends it, if End() did not.
-  ~Phase() { End(); }
+  // Closes the trace range; no wait, no time recorded (see above).
+  ~Phase() = default;
 
-  // Ends the phase here. Later calls do nothing.
+  // Ends the phase here: waits for the device's current stream and records the time (where
+  // timed), then closes the trace range. Later calls do nothing.
   void End();
 
   Phase(const Phase&) = delete;

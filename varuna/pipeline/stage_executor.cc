@@ -162,6 +162,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
           Phase waiting("varuna::receive_activation", timers_, 2, "forward-recv");
           absl::StatusOr<at::Tensor> input = activations.Take(i);
           if (!input.ok()) return input.status();
+          waiting.End();
           state[i].input = *input;
         }
         Phase compute("varuna::forward", timers_, 2, "forward-compute");
@@ -174,6 +175,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
         if (!last()) {
           Phase send("varuna::send_activation", timers_, 2, "forward-send");
           sends.Send(*pipeline_, output, stage_ + 1, ActivationTag(i));
+          send.End();
         }
         return absl::OkStatus();
       }
@@ -183,6 +185,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
         state[i].rng->Restore();
         state[i].output = forward(i, /*with_graph=*/true);
         live.Restore();
+        compute.End();
         return absl::OkStatus();
       }
       case TaskKind::kBackward: {
@@ -191,6 +194,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
           Phase waiting("varuna::receive_gradient", timers_, 2, "backward-recv");
           absl::StatusOr<at::Tensor> received = gradients.Take(i);
           if (!received.ok()) return received.status();
+          waiting.End();
           gradient = *std::move(received);
         }
         Phase compute("varuna::backward", timers_, 2, "backward-compute");
@@ -207,6 +211,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
           const at::Tensor& input_grad = state[i].input.grad();
           sends.Send(*pipeline_, input_grad.defined() ? input_grad : at::zeros_like(state[i].input),
                      stage_ - 1, GradientTag(i));
+          send.End();
         }
         state[i] = InFlight();
         return absl::OkStatus();
@@ -240,6 +245,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Train(const std::vector<TensorMap>& mi
   if (status.ok()) {
     Phase waiting("varuna::wait_sends", timers_, 2, "wait-sends");
     status = sends.WaitAll();
+    if (status.ok()) waiting.End();
   }
   if (!status.ok()) {
     activations.Abandon();

@@ -1,5 +1,6 @@
-// PhaseTimers and Phase: a phase adds its time to its timer only where the timers' level reaches
-// the phase's; Take returns the totals in first-use order and starts them again from 0.
+// PhaseTimers and Phase: a phase adds its time to its timer at End() only where the timers' level
+// reaches the phase's, and not when left without End(); Take returns the totals in first-use
+// order and starts them again from 0.
 #include "varuna/pipeline/phase_timers.h"
 
 #include <gtest/gtest.h>
@@ -36,13 +37,25 @@ TEST(Phase, TimesOnlyThePhasesOfTheTimersLevel) {
     Phase main("test::main", &timers, 1, "main");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     Phase inner("test::inner", &timers, 2, "inner");  // level 2: not timed at level 1
+    inner.End();
+    main.End();
   }
-  { Phase untimed("test::untimed", nullptr, 1, "untimed"); }
+  {
+    Phase untimed("test::untimed", nullptr, 1, "untimed");
+    untimed.End();
+  }
   const std::vector<std::pair<std::string, double>> taken = timers.Take();
   ASSERT_EQ(taken.size(), 1u);
   EXPECT_EQ(taken[0].first, "main");
   EXPECT_GE(taken[0].second, 20.0);
   EXPECT_LT(taken[0].second, 2000.0);
+}
+
+TEST(Phase, APhaseLeftWithoutEndIsNotCounted) {
+  // An error path leaves the phase by its destructor: no wait for the device, no time.
+  PhaseTimers timers(2, c10::Device(c10::kCPU));
+  { Phase abandoned("test::abandoned", &timers, 1, "abandoned"); }
+  EXPECT_TRUE(timers.Take().empty());
 }
 
 TEST(Phase, EndStopsTheClockOnce) {
