@@ -7,7 +7,7 @@
 // whole stage's weights, activations and gradients through the caches; that state is cold.
 // The profiler times the same work on one segment's state in repeated passes, where it stays
 // in the cache when it fits. On the 2-core CPU machine (L3 300 MiB, gpt2-tiny as
-// simulator_accuracy runs it) that made the profile's step work 25% short of training's
+// simulator_accuracy runs it) that made the profile's step work 17-29% short of training's
 // (docs/profiling.md).
 //
 // Thread safety: one evictor per thread; Evict uses the device's current stream on CUDA.
@@ -30,8 +30,8 @@ class CacheEvictor {
   // build without CUDA reports 0 for a CUDA device, which it cannot use).
   int64_t cache_bytes() const { return cache_bytes_; }
 
-  // Whether a pass over `bytes` of data needs an eviction first: the data could stay in the
-  // cache between two passes (less than twice its size), and it is at least 8 MiB. Below that
+  // Whether a pass over `bytes` of data needs an eviction first: some of the data could stay in
+  // the cache between two passes (less than twice its size), and it is at least 8 MiB. Below that
   // a pass takes microseconds (the step's work of the tests' tiny models), and emptying a
   // 300 MiB cache before each would cost far more profiling time than it corrects.
   bool Fits(int64_t bytes) const { return bytes >= kSmallestEvicted && bytes < 2 * cache_bytes_; }

@@ -51,8 +51,8 @@
 // : 4) [fp32 master weight] + 8 [Adam moments]), and, after the sizes, the step's work over the
 // stage's parameters (in options.dtype, fp32 masters, random gradients), each the median over
 // timed_passes after one untimed pass, timed by DeviceTimer::TimeAhead, each timed pass after
-// the device's last-level cache was emptied where the segment's state could stay in it
-// (planning/cache_evictor.h: training's step finds that state cold): gradient_ms
+// the device's last-level cache was emptied where the segment's state (from 8 MiB up) could
+// stay in it (planning/cache_evictor.h: training's step finds that state cold): gradient_ms
 // (the gradients unscaled into the masters, then their squared norm, as Varuna::step does; the
 // norm's read-back, once per step and stage, is not charged per segment),
 // bucket_ms (the masters flattened into one bucket and copied back, as its data-parallel sum
