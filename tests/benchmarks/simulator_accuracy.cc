@@ -30,7 +30,10 @@
 //    gradient bytes (the prediction includes it, and the step work the profile measured per
 //    segment); and stage 0's memory: the plan's peak against the largest max_allocated_bytes
 //    of its runs (rank 0, stage 0 of replica 0, logs the metrics; on the CPU the trainer counts
-//    LibTorch's allocations).
+//    LibTorch's allocations). Then the terms: every run trains with --timing-log-level=1
+//    (free on the CPU: no device to wait for), and a second table sets training's phases
+//    (forward-backward, all-grads-sync + optimizer, the rest of the step; the slowest rank)
+//    beside the profile's step work and the rest of the prediction.
 //
 // Threads: every process (the profile's ranks and every run's workers) gets OMP_NUM_THREADS=1,
 // so a 1-process run uses one core like each worker of a 2-process run and like the profile;
@@ -207,9 +210,10 @@ std::vector<varuna::Candidate> Choose(const std::vector<varuna::Candidate>& all,
 }
 
 // The ms_per_iteration of the iterations after `skip` in a --metrics-file, appended to `times`;
-// the largest max_allocated_bytes of any iteration into `peak_bytes` (when larger).
+// the largest max_allocated_bytes of any iteration into `peak_bytes` (when larger); each phase
+// timer's slowest-rank ms of those iterations appended to `timers[name]`.
 absl::Status ReadMetrics(const std::string& path, int skip, std::vector<double>& times,
-                         int64_t& peak_bytes) {
+                         int64_t& peak_bytes, std::map<std::string, std::vector<double>>& timers) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("no metrics file ", path));
   const size_t before = times.size();
@@ -222,7 +226,14 @@ absl::Status ReadMetrics(const std::string& path, int skip, std::vector<double>&
     if (const varuna::json::Value* peak = varuna::json::Find(*value, "max_allocated_bytes")) {
       peak_bytes = std::max(peak_bytes, peak->get<int64_t>());
     }
-    if (iteration->get<int64_t>() > skip) times.push_back(ms->get<double>());
+    if (iteration->get<int64_t>() <= skip) continue;
+    times.push_back(ms->get<double>());
+    // --timing-log-level=1: each phase's time on the slowest rank.
+    if (const varuna::json::Value* phases = varuna::json::Find(*value, "timers_ms")) {
+      for (const auto& [name, span] : phases->items()) {
+        timers[name].push_back(span.at(1).get<double>());
+      }
+    }
   }
   if (times.size() == before) {
     return absl::FailedPreconditionError(
@@ -331,6 +342,10 @@ int main(int argc, char** argv) {
     // max_allocated_bytes of its runs (LibTorch's CPU allocations), and the plan's.
     int64_t measured_peak_bytes = 0;
     int64_t planned_peak_bytes = 0;
+    // Training's phases (--timing-log-level=1; free on the CPU, which has no device to wait
+    // for): each repeat's median per phase, slowest rank.
+    std::map<std::string, std::vector<double>> phase_ms;
+    double profile_step_work_ms = 0;  // the largest stage's gradient pass + Adam (+ buckets)
   };
   std::vector<Row> rows;
   for (const varuna::Candidate& c : chosen) rows.push_back(Row{c});
@@ -347,16 +362,21 @@ int main(int argc, char** argv) {
                ModelFlags());
       argv = Plus(argv, {absl::StrCat("--train-iters=", options.steps), "--log-interval=1",
                          "--eval-interval=0", "--metrics-file=" + metrics,
-                         "--stage-segments=" + StageSegments(c)});
+                         "--stage-segments=" + StageSegments(c), "--timing-log-level=1"});
       std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n" << std::flush;
       if (!RunJob(argv, dir + "/" + name + ".log", nullptr)) return 1;
       std::vector<double> steps_ms;
-      if (absl::Status read = ReadMetrics(metrics, options.skip, steps_ms, row.measured_peak_bytes);
+      std::map<std::string, std::vector<double>> timers;
+      if (absl::Status read =
+              ReadMetrics(metrics, options.skip, steps_ms, row.measured_peak_bytes, timers);
           !read.ok()) {
         std::cerr << "simulator_accuracy: " << read << "\n";
         return 1;
       }
       row.run_ms.push_back(varuna::Summarize(steps_ms).median_ms);
+      for (auto& [name, ms] : timers) {
+        row.phase_ms[name].push_back(varuna::Summarize(std::move(ms)).median_ms);
+      }
     }
   }
 
@@ -382,6 +402,16 @@ int main(int argc, char** argv) {
     }
     row.predicted_ms = priced->minibatch_ms;
     row.planned_peak_bytes = priced->peak_memory_bytes.front();
+    const varuna::Profile& own = median.at(gpus);
+    for (const varuna::SegmentRange& range : row.candidate.stages) {
+      double work = 0;
+      for (int k = range.first; k <= range.last; ++k) {
+        const varuna::SegmentStatic& statics = own.statics[k];
+        work += statics.gradient_ms + statics.optimizer_ms +
+                (row.candidate.data_parallel > 1 ? statics.bucket_ms : 0.0);
+      }
+      row.profile_step_work_ms = std::max(row.profile_step_work_ms, work);
+    }
   }
   for (Row& r : rows) {
     const int64_t parameters = LargestStageParameters(*profile, r.candidate);
@@ -431,6 +461,28 @@ int main(int argc, char** argv) {
         r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured,
         absl::StrJoin(runs, ", "), error, LargestStageParameters(*profile, r.candidate) / 1e6,
         r.allreduce_ms, r.planned_peak_bytes / 1e6, r.measured_peak_bytes / 1e6, memory_error);
+  }
+  // The terms: training's phases (slowest rank, the median of the repeats' medians) beside
+  // what the prediction holds for them.
+  std::cout
+      << "\nThe step's phases in training (--timing-log-level=1: the slowest rank, median "
+         "of the runs' medians) beside the profile's step work (the largest stage's gradient "
+         "pass and Adam, with the bucket copies when D > 1) and the rest of the prediction "
+         "(its micro-batches, hops, bubble and all-reduce):\n\n"
+         "| P | D | b | m | forward-backward | all-grads-sync + optimizer | step, the rest | "
+         "predicted: step work | predicted: the rest |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    auto phase = [&](const char* name) {
+      const auto it = r.phase_ms.find(name);
+      return it == r.phase_ms.end() ? 0.0 : varuna::Summarize(it->second).median_ms;
+    };
+    const double measured = varuna::Summarize(r.run_ms).median_ms;
+    const double fb = phase("forward-backward");
+    const double work = phase("all-grads-sync") + phase("optimizer");
+    std::cout << absl::StrFormat(
+        "| %d | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f |\n", r.candidate.pipeline_stages,
+        r.candidate.data_parallel, r.candidate.micro_batch, r.candidate.num_micro_batches, fb, work,
+        measured - fb - work, r.profile_step_work_ms, r.predicted_ms - r.profile_step_work_ms);
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
