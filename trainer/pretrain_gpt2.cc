@@ -153,7 +153,6 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
   }
   ReportProfile(profiler.NotReached(state.iteration, a.train_iters), engine, report);
   LogInterval interval;
-  int64_t steps_since_line = 0;  // what the timers' totals are divided by
   bool saved_last = false;
   bool stopped = false;
   while (state.iteration < a.train_iters) {
@@ -167,7 +166,6 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     absl::StatusOr<varuna::StepResult> result = engine.step(*batch, stop_requested);
     if (!result.ok()) return result.status();
     interval.Add(*result, SecondsSince(step_start));
-    ++steps_since_line;
     ++state.iteration;
     state.consumed_samples += cost.global_batch;
     if (result->overflow) ++state.skipped;
@@ -178,9 +176,8 @@ absl::Status Train(const TrainerArguments& a, varuna::Varuna& engine, const GptD
     ReportStepEvents(*result, state, a, report);
     if (absl::Status s = report.Step(OneStep(*result, state, engine)); !s.ok()) return s;
     if (every(a.log_interval)) {
+      const int64_t steps = interval.steps();  // what the timers' totals are divided by
       StepRecord line = interval.Take(state, a.train_iters, engine, cost);
-      const int64_t steps = steps_since_line;
-      steps_since_line = 0;
       if (timers != nullptr) {
         absl::StatusOr<TimerTable> table = GatherTimers(*timers, engine, steps);
         if (!table.ok()) return table.status();

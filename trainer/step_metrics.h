@@ -52,6 +52,9 @@ class LogInterval {
   StepRecord Take(const TrainingState& state, int64_t train_iters, varuna::Varuna& engine,
                   const IterationCost& cost);
 
+  // The steps added since the last Take.
+  int64_t steps() const { return steps_; }
+
  private:
   double loss_sum_ = 0;
   int64_t losses_ = 0;

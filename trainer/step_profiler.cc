@@ -1,6 +1,5 @@
 #include "trainer/step_profiler.h"
 
-#include <ATen/DeviceAccelerator.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "varuna/planning/device_timer.h"
 
 #ifdef VARUNA_WITH_CUDA
 #include <cuda_profiler_api.h>
@@ -22,10 +22,6 @@ namespace trainer {
 namespace {
 
 namespace fs = std::filesystem;
-
-void Synchronize(const c10::Device& device) {
-  if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
-}
 
 // <host>_<pid>.<unix ns>.pt.trace.json, as PyTorch's tensorboard_trace_handler names a trace.
 std::string TraceName() {
@@ -103,7 +99,7 @@ std::string StepProfiler::NotReached(int64_t first_completed, int64_t train_iter
 
 std::string StepProfiler::BeforeStep(int64_t completed) {
   if (!enabled_ || active_ || completed != start_) return "";
-  Synchronize(device_);
+  varuna::DeviceTimer(device_).Synchronize();
   if (pytorch_) {
     absl::StatusOr<std::unique_ptr<OpProfiler>> session = OpProfiler::Start(device_.is_cuda());
     if (!session.ok()) {
@@ -115,20 +111,20 @@ std::string StepProfiler::BeforeStep(int64_t completed) {
     return absl::StrCat("--profile: not profiling, training goes on: ", status.message());
   }
   active_ = true;
-  first_ = completed + 1;
   began_ = std::chrono::steady_clock::now();
   return "";
 }
 
 std::string StepProfiler::AfterStep(int64_t completed, bool last) {
   if (!active_ || (completed < end_ && !last)) return "";
-  Synchronize(device_);
+  varuna::DeviceTimer(device_).Synchronize();
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began_).count();
   active_ = false;
-  const int steps = static_cast<int>(completed - first_ + 1);
-  const std::string range = steps == 1 ? absl::StrCat("iteration ", first_)
-                                       : absl::StrCat("iterations ", first_, "-", completed);
+  const int64_t first = start_ + 1;  // the range starts only at `start_` completed
+  const int steps = static_cast<int>(completed - first + 1);
+  const std::string range = steps == 1 ? absl::StrCat("iteration ", first)
+                                       : absl::StrCat("iterations ", first, "-", completed);
   if (!pytorch_) {
     if (absl::Status status = MarkForNsight(false); !status.ok()) {
       return absl::StrCat("--profile: ", status.message(), "\n");

@@ -81,10 +81,8 @@ class StepProfiler {
   int64_t end_ = 0;
   std::string trace_dir_;
   c10::Device device_ = c10::Device(c10::kCPU);
-  // While profiling: the first profiled iteration (1-based, as the log counts), when it began,
-  // and LibTorch's profiler session (--use-pytorch-profiler).
+  // While profiling: when it began, and LibTorch's profiler session (--use-pytorch-profiler).
   bool active_ = false;
-  int64_t first_ = 0;
   std::chrono::steady_clock::time_point began_;
   std::unique_ptr<OpProfiler> session_;
 };

@@ -34,7 +34,9 @@ class CacheEvictor {
   // the cache between two passes (less than twice its size), and it is at least 8 MiB. Below that
   // a pass takes microseconds (the step's work of the tests' tiny models), and emptying a
   // 300 MiB cache before each would cost far more profiling time than it corrects.
-  bool Fits(int64_t bytes) const { return bytes >= kSmallestEvicted && bytes < 2 * cache_bytes_; }
+  bool WorthEvicting(int64_t bytes) const {
+    return bytes >= kSmallestEvicted && bytes < 2 * cache_bytes_;
+  }
   static constexpr int64_t kSmallestEvicted = int64_t{8} << 20;
 
   // Writes the buffer (2 x cache_bytes(), allocated on the first call, on the device). On CUDA

@@ -289,7 +289,7 @@ void SegmentProfiler::MeasureStepWork(StageModule& stage, SegmentStatic& statics
   // streamed the whole stage through the caches (cache_evictor.h): where the segment's step
   // state could stay in the last-level cache between passes, the cache is emptied first.
   DeviceTimer timer(options_.device);
-  const bool evict = evictor_.Fits(statics.state_bytes);
+  const bool evict = evictor_.WorthEvicting(statics.state_bytes);
   auto median_ms = [&](const std::function<void()>& pass) {
     pass();
     std::vector<double> samples;

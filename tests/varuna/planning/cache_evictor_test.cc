@@ -14,13 +14,13 @@ TEST(CacheEvictor, TheCpusLastLevelCache) {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   const int64_t expected = l3 > 0 ? l3 : l2 > 0 ? l2 : int64_t{32} << 20;
   EXPECT_EQ(evictor.cache_bytes(), expected);
-  EXPECT_FALSE(evictor.Fits(0));  // too small to be worth it
-  EXPECT_FALSE(evictor.Fits(CacheEvictor::kSmallestEvicted - 1));
+  EXPECT_FALSE(evictor.WorthEvicting(0));  // too small to be worth it
+  EXPECT_FALSE(evictor.WorthEvicting(CacheEvictor::kSmallestEvicted - 1));
   if (2 * expected > CacheEvictor::kSmallestEvicted) {
-    EXPECT_TRUE(evictor.Fits(CacheEvictor::kSmallestEvicted));
-    EXPECT_TRUE(evictor.Fits(2 * expected - 1));
+    EXPECT_TRUE(evictor.WorthEvicting(CacheEvictor::kSmallestEvicted));
+    EXPECT_TRUE(evictor.WorthEvicting(2 * expected - 1));
   }
-  EXPECT_FALSE(evictor.Fits(2 * expected));  // streams through more than the cache anyway
+  EXPECT_FALSE(evictor.WorthEvicting(2 * expected));  // streams through more than the cache anyway
 }
 
 TEST(CacheEvictor, EvictsRepeatedly) {
