@@ -10,30 +10,35 @@
 //    (for the one-process runs), and two launched processes that both measure every segment at
 //    the same time (`--profile-every-rank`: the two cores shared as by two training processes),
 //    which also measure sends and the 2-rank all-reduce (for the two-process runs).
-// 2. Searches the first profiles (planning/auto_config.h) for their own process count, 1 GPU or
+// 2. Searches those profiles (planning/auto_config.h) for their own process count, 1 GPU or
 //    2 GPUs on one node (generous memory, the global batch); takes from every (P, D) layout its
 //    fastest candidate and up to --per-layout - 1 more with other micro-batch sizes (smallest
 //    first).
 // 3. Runs each chosen candidate under //varuna:launch (its P, micro-batch size, global batch,
-//    P x D workers, --stage-segments) for --steps steps on the bundled corpus; a run's time is
-//    the median ms_per_iteration of its steps after the first --skip. This is repeated
-//    --repeats times, the two profiles measured again before every repeat after the first.
-// 4. Prices each candidate, with the stage split it ran, on the median of its process count's
-//    profiles (compute_profiler.h: MedianOfRounds; the communication curves are the first
-//    profile's), and compares with the median of its runs.
-//    Why interleaved: this VM shares its host, and other tenants slow it by up to 1.5x for tens
-//    of seconds at a time (one configuration measured 645 and 430 ms a step in two runs minutes
-//    apart). Profiles and runs taken in turn see the same mix of quiet and busy stretches, and
-//    the medians keep one slow stretch from deciding either side.
+//    P x D workers, --stage-segments) for --steps steps on the bundled corpus, each run right
+//    after a profile of its process count at its micro-batch size; a run's time is the median
+//    ms_per_iteration of its steps after the first --skip. Every candidate once, then again,
+//    --repeats times.
+// 4. Prices each candidate, with the stage split it ran, on the median of the profiles taken
+//    right before its runs (compute_profiler.h: MedianOfRounds; the communication curves are
+//    the first one's), and compares with the median of its runs.
+//    Why paired and interleaved: this VM shares its host, and other tenants slow it by up to
+//    1.5x for tens of seconds at a time (one configuration measured 645 and 430 ms a step in
+//    two runs minutes apart; within one 16-step run, 684 to 976 ms), through the host's caches
+//    and memory bandwidth, which no counter here shows, and through steal time, which
+//    /proc/stat shows. A profile taken seconds before its run sees the same stretch; the
+//    medians keep one slow stretch from deciding either side.
 // 5. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, each run's
 //    time, error, and the all-reduce time the profile's curve gives at the largest stage's
 //    gradient bytes (the prediction includes it, and the step work the profile measured per
-//    segment); and stage 0's memory: the plan's peak against the largest max_allocated_bytes
-//    of its runs (rank 0, stage 0 of replica 0, logs the metrics; on the CPU the trainer counts
-//    LibTorch's allocations). Then the terms: every run trains with --timing-log-level=1
-//    (free on the CPU: no device to wait for), and a second table sets training's phases
-//    (forward-backward, all-grads-sync + optimizer, the rest of the step; the slowest rank)
-//    beside the profile's step work and the rest of the prediction.
+//    segment); the share of each run's CPU time the hypervisor stole (cpu_steal.h) and the
+//    error with it removed (each run's median step less its stolen share against the prediction
+//    less its profiles' median share); and stage 0's memory: the plan's peak against the largest
+//    max_allocated_bytes of its runs (rank 0, stage 0 of replica 0, logs the metrics; on the CPU
+//    the trainer counts LibTorch's allocations). Then the terms: every run trains with
+//    --timing-log-level=1 (free on the CPU: no device to wait for), and a second table sets
+//    training's phases (forward-backward, all-grads-sync + optimizer, the rest of the step; the
+//    slowest rank) beside the profile's step work and the rest of the prediction.
 //
 // Threads: every process (the profile's ranks and every run's workers) gets OMP_NUM_THREADS=1,
 // so a 1-process run uses one core like each worker of a 2-process run and like the profile;
@@ -61,6 +66,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "tests/benchmarks/cpu_steal.h"
 #include "tests/util/subprocess.h"
 #include "varuna/flags/flag_parser.h"
 #include "varuna/io/json.h"
@@ -145,8 +151,12 @@ std::string Runfile(const std::string& path) {
 }
 
 // Runs `argv` with OMP_NUM_THREADS=1, logging to `log`; false (and the log printed) on failure.
-// The workers find the Gloo backend in this binary's runfiles (theirs may not exist).
-bool RunJob(const std::vector<std::string>& argv, const std::string& log, double* seconds) {
+// The workers find the Gloo backend in this binary's runfiles (theirs may not exist). `steal`
+// gets the share of the CPU time wanted meanwhile that the hypervisor stole (cpu_steal.h; the
+// whole machine's, which runs nothing else of weight).
+bool RunJob(const std::vector<std::string>& argv, const std::string& log, double* seconds,
+            double* steal) {
+  const absl::StatusOr<varuna::benchmarks::CpuTicks> before = varuna::benchmarks::ReadCpuTicks();
   const varuna::testing::Process process =
       varuna::testing::Spawn(argv, log,
                              {{"OMP_NUM_THREADS", "1"},
@@ -154,6 +164,13 @@ bool RunJob(const std::vector<std::string>& argv, const std::string& log, double
   const std::vector<varuna::testing::ExitInfo> exits =
       varuna::testing::WaitAll({process}, std::chrono::minutes(10));
   if (seconds != nullptr) *seconds = exits[0].seconds;
+  const absl::StatusOr<varuna::benchmarks::CpuTicks> after = varuna::benchmarks::ReadCpuTicks();
+  if (!before.ok() || !after.ok()) {
+    std::cerr << "simulator_accuracy: "
+              << (before.ok() ? after.status() : before.status()).message() << "\n";
+    return false;
+  }
+  *steal = varuna::benchmarks::StealFraction(*before, *after);
   if (exits[0].exited && exits[0].code == 0) return true;
   std::cerr << "simulator_accuracy: " << argv[0] << " failed:\n"
             << varuna::testing::Describe(exits) << "\n";
@@ -277,40 +294,47 @@ int main(int argc, char** argv) {
   // 1. A profile per process count, each measured under the contention its runs see: one
   //    process alone for the one-process runs; two launched processes that both measure every
   //    segment at the same time (--profile-every-rank; the cores are shared, as by two training
-  //    processes), and the communication, for the two-process runs. Measured again before every
-  //    repeat of the runs (step 3), so that the profiles and the runs sample the same moments.
-  std::map<int, std::vector<varuna::Profile>> profiles;  // by processes, one per repeat
-  auto measure_profiles = [&](int repeat) -> bool {
-    for (int processes : {1, 2}) {
-      const std::string name = absl::StrCat("profile_", processes, "_", repeat);
-      const std::string profile_dir = absl::StrCat(dir, "/", name);
-      std::vector<std::string> argv =
-          Plus(Plus(Launcher(1, 1, 2, processes), ModelFlags()),
-               {"--profiling", absl::StrCat("--profile-micro-batches=", kProfileMicroBatches),
-                "--profile-dir=" + profile_dir});
-      if (processes > 1) argv.push_back("--profile-every-rank");
-      double profile_seconds = 0;
-      if (!RunJob(argv, absl::StrCat(dir, "/", name, ".log"), &profile_seconds)) return false;
-      absl::StatusOr<varuna::Profile> read = varuna::ReadProfile(profile_dir);
-      if (!read.ok()) {
-        std::cerr << "simulator_accuracy: " << read.status() << "\n";
-        return false;
-      }
-      std::cout << absl::StrFormat(
-          "profile %d: %d segments at micro-batch sizes %s in %.1f s with %d process(es)\n", repeat,
-          read->num_segments, kProfileMicroBatches, profile_seconds, processes);
-      for (const auto& [ring, curve] : read->allreduce) {
-        std::vector<std::string> points;
-        for (const auto& [bytes, ms] : curve.points) {
-          points.push_back(absl::StrFormat("%d B: %.3f ms", bytes, ms));
-        }
-        std::cout << "all-reduce among " << ring << ": " << absl::StrJoin(points, ", ") << "\n";
-      }
-      profiles[processes].push_back(*std::move(read));
+  //    processes), and the communication, for the two-process runs. These choose the
+  //    candidates; each run is priced on profiles measured right before it (step 3).
+  // Profiles the model with `processes` processes at micro-batch sizes `sizes` into
+  // <dir>/<name>; false (the reason printed) on failure.
+  auto measure_profile = [&](int processes, const std::string& sizes, const std::string& name,
+                             varuna::Profile& profile, double& steal) -> bool {
+    const std::string profile_dir = absl::StrCat(dir, "/", name);
+    std::vector<std::string> argv =
+        Plus(Plus(Launcher(1, 1, 2, processes), ModelFlags()),
+             {"--profiling", "--profile-micro-batches=" + sizes, "--profile-dir=" + profile_dir});
+    if (processes > 1) argv.push_back("--profile-every-rank");
+    double seconds = 0;
+    if (!RunJob(argv, absl::StrCat(dir, "/", name, ".log"), &seconds, &steal)) return false;
+    absl::StatusOr<varuna::Profile> read = varuna::ReadProfile(profile_dir);
+    if (!read.ok()) {
+      std::cerr << "simulator_accuracy: " << read.status() << "\n";
+      return false;
     }
+    std::cout << absl::StrFormat(
+        "%s: %d segments at micro-batch sizes %s in %.1f s with %d process(es), %.1f%% of its CPU "
+        "time stolen\n",
+        name, read->num_segments, sizes, seconds, processes, steal * 100);
+    for (const auto& [ring, curve] : read->allreduce) {
+      std::vector<std::string> points;
+      for (const auto& [bytes, ms] : curve.points) {
+        points.push_back(absl::StrFormat("%d B: %.3f ms", bytes, ms));
+      }
+      std::cout << "  all-reduce among " << ring << ": " << absl::StrJoin(points, ", ") << "\n";
+    }
+    profile = *std::move(read);
     return true;
   };
-  if (!measure_profiles(1)) return 1;
+  std::map<int, varuna::Profile> profiles;  // by processes, every size: for the search
+  for (int processes : {1, 2}) {
+    double steal = 0;
+    if (!measure_profile(processes, kProfileMicroBatches,
+                         absl::StrCat("profile_", processes, "_search"), profiles[processes],
+                         steal)) {
+      return 1;
+    }
+  }
 
   // 2. The candidates for 1 GPU and for 2 GPUs on one node, from the first profiles.
   varuna::AutoConfigOptions search;
@@ -319,7 +343,7 @@ int main(int argc, char** argv) {
   std::vector<varuna::Candidate> all;
   for (int gpus : {1, 2}) {
     absl::StatusOr<std::vector<varuna::Candidate>> found =
-        varuna::SearchConfigurations(profiles.at(gpus).front(), cluster(gpus), search);
+        varuna::SearchConfigurations(profiles.at(gpus), cluster(gpus), search);
     if (!found.ok()) {
       std::cerr << "simulator_accuracy: search for " << gpus << " GPU(s): " << found.status()
                 << "\n";
@@ -332,12 +356,20 @@ int main(int argc, char** argv) {
   }
   const std::vector<varuna::Candidate> chosen = Choose(all, options.per_layout);
 
-  // 3. The real runs: every candidate once, then (after new profiles) every candidate again.
+  // 3. The real runs: every candidate once, then every candidate again, each run right after a
+  //    profile of its process count at its micro-batch size.
+  //    Why paired: this VM's speed drifts over tens of seconds (other tenants load its host's
+  //    caches and memory bandwidth, which no counter shows), by more than the 5% to be resolved;
+  //    a profile taken seconds before its run sees the same stretch, where one taken before all
+  //    the runs of a repeat (minutes earlier) did not.
   struct Row {
     varuna::Candidate candidate;
-    std::vector<double> run_ms;  // each repeat's median step after --skip
-    double predicted_ms = 0;     // on the median of the profiles
-    double allreduce_ms = 0;     // the profile's curve at the largest stage's gradient bytes
+    std::vector<varuna::Profile> profiles;  // each repeat's, measured right before its run
+    std::vector<double> profile_steal;      // each of those profiles' share stolen
+    std::vector<double> run_ms;             // each repeat's median step after --skip
+    std::vector<double> run_steal;          // each repeat's share of its CPU time stolen
+    double predicted_ms = 0;                // on the median of the profiles
+    double allreduce_ms = 0;  // the profile's curve at the largest stage's gradient bytes
     // Stage 0's memory (rank 0 logs the metrics: stage 0 of replica 0): the largest
     // max_allocated_bytes of its runs (LibTorch's CPU allocations), and the plan's.
     int64_t measured_peak_bytes = 0;
@@ -350,11 +382,16 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (const varuna::Candidate& c : chosen) rows.push_back(Row{c});
   for (int repeat = 1; repeat <= options.repeats; ++repeat) {
-    if (repeat > 1 && !measure_profiles(repeat)) return 1;
     for (Row& row : rows) {
       const varuna::Candidate& c = row.candidate;
       const std::string name = absl::StrCat("P", c.pipeline_stages, "_D", c.data_parallel, "_b",
                                             c.micro_batch, "_run", repeat);
+      row.profiles.emplace_back();
+      row.profile_steal.push_back(0);
+      if (!measure_profile(c.pipeline_stages * c.data_parallel, absl::StrCat(c.micro_batch),
+                           "profile_" + name, row.profiles.back(), row.profile_steal.back())) {
+        return 1;
+      }
       const std::string metrics = dir + "/" + name + ".jsonl";
       std::vector<std::string> argv =
           Plus(Launcher(c.pipeline_stages, c.micro_batch, options.global_batch,
@@ -364,7 +401,9 @@ int main(int argc, char** argv) {
                          "--eval-interval=0", "--metrics-file=" + metrics,
                          "--stage-segments=" + StageSegments(c), "--timing-log-level=1"});
       std::cout << "running " << name << " (stages " << StageSegments(c) << ") ...\n" << std::flush;
-      if (!RunJob(argv, dir + "/" + name + ".log", nullptr)) return 1;
+      double steal = 0;
+      if (!RunJob(argv, dir + "/" + name + ".log", nullptr, &steal)) return 1;
+      row.run_steal.push_back(steal);
       std::vector<double> steps_ms;
       std::map<std::string, std::vector<double>> timers;
       if (absl::Status read =
@@ -380,33 +419,29 @@ int main(int argc, char** argv) {
     }
   }
 
-  // 4. The predictions: each candidate (its stage split as it ran) priced on the median of its
-  //    process count's profiles.
-  std::map<int, varuna::Profile> median;  // by processes
-  for (auto& [processes, measured] : profiles) {
-    absl::StatusOr<varuna::Profile> combined = varuna::MedianOfRounds(measured);
-    if (!combined.ok()) {
-      std::cerr << "simulator_accuracy: " << combined.status() << "\n";
-      return 1;
-    }
-    median[processes] = *std::move(combined);
-  }
-  const varuna::Profile* profile = &median.at(2);  // the curves and the statics
+  // 4. The predictions: each candidate (its stage split as it ran) priced on the median of the
+  //    profiles measured right before its runs (MedianOfRounds; the communication curves are
+  //    the first one's).
+  const varuna::Profile* profile = &profiles.at(2);  // the search's: the statics, the curves
   for (Row& row : rows) {
     const int gpus = row.candidate.pipeline_stages * row.candidate.data_parallel;
+    absl::StatusOr<varuna::Profile> own = varuna::MedianOfRounds(row.profiles);
+    if (!own.ok()) {
+      std::cerr << "simulator_accuracy: " << own.status() << "\n";
+      return 1;
+    }
     absl::StatusOr<varuna::SimulationResult> priced =
-        varuna::SimulateCandidate(median.at(gpus), cluster(gpus), search, row.candidate);
+        varuna::SimulateCandidate(*own, cluster(gpus), search, row.candidate);
     if (!priced.ok()) {
       std::cerr << "simulator_accuracy: " << priced.status() << "\n";
       return 1;
     }
     row.predicted_ms = priced->minibatch_ms;
     row.planned_peak_bytes = priced->peak_memory_bytes.front();
-    const varuna::Profile& own = median.at(gpus);
     for (const varuna::SegmentRange& range : row.candidate.stages) {
       double work = 0;
       for (int k = range.first; k <= range.last; ++k) {
-        const varuna::SegmentStatic& statics = own.statics[k];
+        const varuna::SegmentStatic& statics = own->statics[k];
         work += statics.gradient_ms + statics.optimizer_ms +
                 (row.candidate.data_parallel > 1 ? statics.bucket_ms : 0.0);
       }
@@ -429,23 +464,36 @@ int main(int argc, char** argv) {
 
   // 5. The table.
   std::cout << absl::StrFormat(
-      "\nGPT-2 %s, global batch %d, CPU, OMP_NUM_THREADS=1 per process; %d profiles and %d runs "
-      "of each configuration, interleaved; predicted on the profiles' median (MedianOfRounds); "
+      "\nGPT-2 %s, global batch %d, CPU, OMP_NUM_THREADS=1 per process; %d runs of each "
+      "configuration, interleaved, each right after a profile at its micro-batch size; "
+      "predicted on the median of those %d profiles (MedianOfRounds); "
       "measured: the median of the runs' median ms_per_iteration of steps %d..%d\n\n",
       absl::StrJoin(ModelFlags(), " "), options.global_batch, options.repeats, options.repeats,
       options.skip + 1, options.steps);
   std::cout << "| P | D | b | m | stage segments | predicted ms | measured ms | runs' medians | "
-               "error "
+               "error | runs' CPU time stolen | error, steal removed "
                "| largest stage: params, all-reduce ms | stage 0 memory: planned, measured MB "
-               "| error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  double worst = 0, worst_memory = 0;
+               "| error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  double worst = 0, worst_unstolen = 0, worst_memory = 0;
   for (const Row& r : rows) {
     const double predicted = r.predicted_ms;
     const double measured = varuna::Summarize(r.run_ms).median_ms;
     const double error = (predicted - measured) / measured * 100;
     worst = std::max(worst, std::abs(error));
-    std::vector<std::string> runs;
+    std::vector<std::string> runs, stolen;
     for (double ms : r.run_ms) runs.push_back(absl::StrFormat("%.0f", ms));
+    // The same comparison on the time the machine was the job's own (cpu_steal.h): each run's
+    // median step less the share stolen from it, the prediction less its profiles' median
+    // share.
+    std::vector<double> unstolen_ms;
+    for (size_t i = 0; i < r.run_ms.size(); ++i) {
+      unstolen_ms.push_back(r.run_ms[i] * (1 - r.run_steal[i]));
+      stolen.push_back(absl::StrFormat("%.0f%%", r.run_steal[i] * 100));
+    }
+    const double profile_stolen = varuna::Summarize(r.profile_steal).median_ms;  // a share
+    const double unstolen = varuna::Summarize(unstolen_ms).median_ms;
+    const double unstolen_error = (predicted * (1 - profile_stolen) - unstolen) / unstolen * 100;
+    worst_unstolen = std::max(worst_unstolen, std::abs(unstolen_error));
     // No max_allocated_bytes in the runs' metrics: no comparison (not a perfect one).
     std::string memory_error = "n/a";
     if (r.measured_peak_bytes > 0) {
@@ -455,12 +503,13 @@ int main(int argc, char** argv) {
       memory_error = absl::StrFormat("%+.1f%%", error);
     }
     std::cout << absl::StrFormat(
-        "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %.2fM, %.1f | %.2f, %.2f | "
-        "%s |\n",
+        "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %s | %+.1f%% | %.2fM, %.1f | "
+        "%.2f, %.2f | %s |\n",
         r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
         r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured,
-        absl::StrJoin(runs, ", "), error, LargestStageParameters(*profile, r.candidate) / 1e6,
-        r.allreduce_ms, r.planned_peak_bytes / 1e6, r.measured_peak_bytes / 1e6, memory_error);
+        absl::StrJoin(runs, ", "), error, absl::StrJoin(stolen, ", "), unstolen_error,
+        LargestStageParameters(*profile, r.candidate) / 1e6, r.allreduce_ms,
+        r.planned_peak_bytes / 1e6, r.measured_peak_bytes / 1e6, memory_error);
   }
   // The terms: training's phases (slowest rank, the median of the repeats' medians) beside
   // what the prediction holds for them.
@@ -487,9 +536,9 @@ int main(int argc, char** argv) {
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << absl::StrFormat(
-      "\nlargest |error| %.1f%% (memory %.1f%%); %zu configurations; wall time %.0f s. The "
-      "all-reduce curve was measured up to %d bytes.\n",
-      worst, worst_memory, rows.size(), wall, largest_profiled_allreduce);
+      "\nlargest |error| %.1f%% (%.1f%% with the stolen time removed; memory %.1f%%); %zu "
+      "configurations; wall time %.0f s. The all-reduce curve was measured up to %d bytes.\n",
+      worst, worst_unstolen, worst_memory, rows.size(), wall, largest_profiled_allreduce);
   if (!options.keep) {
     fs::current_path("/");
     fs::remove_all(dir);
