@@ -246,8 +246,9 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "0-3, or both); default all. Split a large model's profile over runs or machines");
   p.Add("profile-every-rank", &a.profile_every_rank,
         "with --profiling under the launcher: every rank measures every segment, all at the "
-        "same time, and rank 0's times are kept, instead of sharing the segments out; for ranks "
-        "that share one machine's cores (the CPU), whose training contends for them");
+        "same time, and each time kept is the slowest rank's, instead of sharing the segments "
+        "out; for ranks that share one machine's cores (the CPU), whose training contends for "
+        "them");
   p.Add("profile-rounds", &a.profile_rounds,
         "with --profiling: measure every segment and size this many times, one round after the "
         "other, and keep the median of the rounds (for machines whose speed drifts, e.g. shared "

@@ -231,6 +231,51 @@ std::string DescribeCurves(const varuna::Profile& profile) {
                       ", all-reduce rings: ", rings);
 }
 
+// With --profile-every-rank: every time this rank measured in `profile` (each of `segments`'
+// F, R and B at every size, and its step work) replaced by the slowest rank's. Training is
+// paced by its slowest rank: a replica waits for the slower one at every all-reduce, a pipeline
+// for its slower stage; and ranks sharing one machine's cores are not equally fast (on the
+// 2-core CPU VM the second rank computed 1-5% slower than the first in quiet stretches, 15-25%
+// in busy ones; docs/profiling.md, "Steal time"). Every rank calls it with the same segments
+// and sizes measured (all measure every segment); memory stays this rank's. Returns, per rank,
+// how many of the times were its (ties to the lowest rank).
+absl::StatusOr<std::vector<int64_t>> KeepSlowestRank(varuna::comm::World& world,
+                                                     const std::vector<int>& segments,
+                                                     varuna::Profile& profile) {
+  std::vector<double*> times;
+  for (int k : segments) {
+    for (auto& [b, m] : profile.compute[k]) {
+      times.insert(times.end(), {&m.forward_ms, &m.recompute_ms, &m.backward_ms});
+    }
+    varuna::SegmentStatic& statics = profile.statics[k];
+    times.insert(times.end(), {&statics.gradient_ms, &statics.bucket_ms, &statics.optimizer_ms});
+  }
+  const int64_t n = static_cast<int64_t>(times.size());
+  // Gathers through sums: each rank writes its own row, the other rows are zero. First the
+  // counts, so that ranks that measured different sizes (one ran out of memory) fail, all
+  // of them, instead of summing mismatched tensors.
+  at::Tensor counts = at::zeros({world.size()}, at::kDouble);
+  counts[world.rank()] = static_cast<double>(n);
+  if (absl::Status status = world.group().AllReduceSum(counts); !status.ok()) return status;
+  if (counts.min().item<double>() != counts.max().item<double>()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--profile-every-rank: the ranks measured different micro-batch sizes (one ran out of "
+        "memory?): ",
+        n, " times on rank ", world.rank(),
+        "; profile the sizes every rank fits, or without --profile-every-rank"));
+  }
+  at::Tensor rows = at::zeros({world.size(), n}, at::kDouble);
+  for (int64_t i = 0; i < n; ++i) rows[world.rank()][i] = *times[i];
+  if (absl::Status status = world.group().AllReduceSum(rows); !status.ok()) return status;
+  const auto [slowest, which] = rows.max(0);
+  std::vector<int64_t> counts_by_rank(world.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    *times[i] = slowest[i].item<double>();
+    ++counts_by_rank[which[i].item<int64_t>()];
+  }
+  return counts_by_rank;
+}
+
 }  // namespace
 
 absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptions& options,
@@ -281,8 +326,8 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
   }
   std::string how;
   if (every_rank) {
-    how =
-        absl::StrFormat(", each measured by all %d processes at once (rank 0's kept)", world_size);
+    how = absl::StrFormat(", each measured by all %d processes at once (the slowest kept)",
+                          world_size);
   } else if (world) {
     how = absl::StrFormat(", shared among %d processes (rank 0 measures %d)", world_size,
                           mine.size());
@@ -366,7 +411,26 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
       measured->device = options.device_name;
     }
   }
-  // What this rank contributes to the profile: with every rank measuring, rank 0's only.
+  // With every rank measuring, each time is the slowest rank's (KeepSlowestRank), and rank 0
+  // contributes the profile.
+  if (every_rank) {
+    absl::Status ready = agree("slowest-rank", measured.status());
+    if (ready.ok()) {
+      absl::StatusOr<std::vector<int64_t>> counts = KeepSlowestRank(*world, mine, *measured);
+      if (counts.ok()) {
+        std::vector<std::string> parts;
+        int64_t total = 0;
+        for (size_t r = 0; r < counts->size(); ++r) {
+          parts.push_back(absl::StrCat("rank ", r, " in ", (*counts)[r]));
+          total += (*counts)[r];
+        }
+        log.Info(absl::StrCat("> profiling: each time is the slowest rank's, ", total,
+                              " times: slowest ", absl::StrJoin(parts, ", ")));
+      }
+      ready = counts.status();
+    }
+    if (!ready.ok()) measured = ready;
+  }
   const std::vector<int> kept = every_rank && rank != 0 ? std::vector<int>() : mine;
   if (every_rank && rank != 0 && measured.ok()) {
     measured = EmptyProfile(model, options.device_name, dtype, config.num_layers);

@@ -16,7 +16,8 @@
 // segments the profile lacks are shared round-robin (the i-th missing segment goes to rank
 // i mod world size) or, with options.every_rank, every rank measures every one of them (the
 // ranks agree before each segment, so they run it at the same time, contending for a shared
-// machine as training's ranks do; only rank 0's measurements are kept); each rank writes what
+// machine as training's ranks do; each time is then the slowest rank's, since training is paced by
+// its slowest rank, and rank 0 contributes them); each rank writes what
 // it measured (what is kept) into <dir>/.rank_<r>; then all ranks
 // measure the communication curves (varuna/planning/comm_profiler.h) with the activation bytes that
 // cross a cut at each micro-batch size (b * seq_length * hidden_size * element size) as message
@@ -67,7 +68,7 @@ struct ProfileModeOptions {
   // Ranks per node (LOCAL_WORLD_SIZE) for the communication curves; used with `world` only.
   int gpus_per_node = 1;
   // With `world`: every rank measures every missing segment, the ranks starting each segment
-  // together, and rank 0's measurements are kept (--profile-every-rank).
+  // together, and each time kept is the slowest rank's (--profile-every-rank).
   bool every_rank = false;
   // Rounds of the measurement (--profile-rounds, >= 1): varuna::ProfilerOptions::rounds.
   int rounds = 1;

@@ -29,7 +29,8 @@
 //    /proc/stat shows. A profile taken seconds before its run sees the same stretch; the
 //    medians keep one slow stretch from deciding either side.
 // 5. Prints a markdown table: P, D, b, m, stage split, predicted ms, measured ms, each run's
-//    time, error, and the all-reduce time the profile's curve gives at the largest stage's
+//    time, error, each run's error against the profile taken right before it and their
+//    median, and the all-reduce time the profile's curve gives at the largest stage's
 //    gradient bytes (the prediction includes it, and the step work the profile measured per
 //    segment); the share of each run's CPU time the hypervisor stole (cpu_steal.h) and the
 //    error with it removed (each run's median step less its stolen share against the prediction
@@ -369,6 +370,7 @@ int main(int argc, char** argv) {
     std::vector<double> run_ms;             // each repeat's median step after --skip
     std::vector<double> run_steal;          // each repeat's share of its CPU time stolen
     double predicted_ms = 0;                // on the median of the profiles
+    std::vector<double> pair_error;         // each run against its own profile's prediction, %
     double allreduce_ms = 0;  // the profile's curve at the largest stage's gradient bytes
     // Stage 0's memory (rank 0 logs the metrics: stage 0 of replica 0): the largest
     // max_allocated_bytes of its runs (LibTorch's CPU allocations), and the plan's.
@@ -438,6 +440,17 @@ int main(int argc, char** argv) {
     }
     row.predicted_ms = priced->minibatch_ms;
     row.planned_peak_bytes = priced->peak_memory_bytes.front();
+    // Each run against the profile taken right before it: how well the model follows the
+    // machine's drift, run by run.
+    for (size_t i = 0; i < row.profiles.size(); ++i) {
+      absl::StatusOr<varuna::SimulationResult> pair =
+          varuna::SimulateCandidate(row.profiles[i], cluster(gpus), search, row.candidate);
+      if (!pair.ok()) {
+        std::cerr << "simulator_accuracy: " << pair.status() << "\n";
+        return 1;
+      }
+      row.pair_error.push_back((pair->minibatch_ms - row.run_ms[i]) / row.run_ms[i] * 100);
+    }
     for (const varuna::SegmentRange& range : row.candidate.stages) {
       double work = 0;
       for (int k = range.first; k <= range.last; ++k) {
@@ -471,17 +484,21 @@ int main(int argc, char** argv) {
       absl::StrJoin(ModelFlags(), " "), options.global_batch, options.repeats, options.repeats,
       options.skip + 1, options.steps);
   std::cout << "| P | D | b | m | stage segments | predicted ms | measured ms | runs' medians | "
-               "error | runs' CPU time stolen | error, steal removed "
+               "error | each run against its own profile | their median "
+               "| runs' CPU time stolen | error, steal removed "
                "| largest stage: params, all-reduce ms | stage 0 memory: planned, measured MB "
-               "| error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  double worst = 0, worst_unstolen = 0, worst_memory = 0;
+               "| error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  double worst = 0, worst_pair = 0, worst_unstolen = 0, worst_memory = 0;
   for (const Row& r : rows) {
     const double predicted = r.predicted_ms;
     const double measured = varuna::Summarize(r.run_ms).median_ms;
     const double error = (predicted - measured) / measured * 100;
     worst = std::max(worst, std::abs(error));
-    std::vector<std::string> runs, stolen;
+    std::vector<std::string> runs, stolen, pairs;
     for (double ms : r.run_ms) runs.push_back(absl::StrFormat("%.0f", ms));
+    for (double e : r.pair_error) pairs.push_back(absl::StrFormat("%+.1f%%", e));
+    const double pair_median = varuna::Summarize(r.pair_error).median_ms;  // a percentage
+    worst_pair = std::max(worst_pair, std::abs(pair_median));
     // The same comparison on the time the machine was the job's own (cpu_steal.h): each run's
     // median step less the share stolen from it, the prediction less its profiles' median
     // share.
@@ -503,11 +520,12 @@ int main(int argc, char** argv) {
       memory_error = absl::StrFormat("%+.1f%%", error);
     }
     std::cout << absl::StrFormat(
-        "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %s | %+.1f%% | %.2fM, %.1f | "
-        "%.2f, %.2f | %s |\n",
+        "| %d | %d | %d | %d | %s | %.1f | %.1f | %s | %+.1f%% | %s | %+.1f%% | %s | %+.1f%% | "
+        "%.2fM, %.1f | %.2f, %.2f | %s |\n",
         r.candidate.pipeline_stages, r.candidate.data_parallel, r.candidate.micro_batch,
         r.candidate.num_micro_batches, StageSegments(r.candidate), predicted, measured,
-        absl::StrJoin(runs, ", "), error, absl::StrJoin(stolen, ", "), unstolen_error,
+        absl::StrJoin(runs, ", "), error, absl::StrJoin(pairs, ", "), pair_median,
+        absl::StrJoin(stolen, ", "), unstolen_error,
         LargestStageParameters(*profile, r.candidate) / 1e6, r.allreduce_ms,
         r.planned_peak_bytes / 1e6, r.measured_peak_bytes / 1e6, memory_error);
   }
@@ -536,9 +554,11 @@ int main(int argc, char** argv) {
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << absl::StrFormat(
-      "\nlargest |error| %.1f%% (%.1f%% with the stolen time removed; memory %.1f%%); %zu "
-      "configurations; wall time %.0f s. The all-reduce curve was measured up to %d bytes.\n",
-      worst, worst_unstolen, worst_memory, rows.size(), wall, largest_profiled_allreduce);
+      "\nlargest |error| %.1f%% (of the runs against their own profiles, the largest |median| "
+      "%.1f%%; with the stolen time removed %.1f%%; memory %.1f%%); %zu configurations; wall "
+      "time %.0f s. The all-reduce curve was measured up to %d bytes.\n",
+      worst, worst_pair, worst_unstolen, worst_memory, rows.size(), wall,
+      largest_profiled_allreduce);
   if (!options.keep) {
     fs::current_path("/");
     fs::remove_all(dir);

@@ -1,5 +1,6 @@
 // End-to-end tests of `pretrain_gpt2 --profiling` (trainer/profile_mode.h).
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -221,15 +222,45 @@ TEST_F(ProfileModeTest, LaunchedRanksShareTheSegmentsAndMeasureCommunication) {
 }
 
 // --profile-every-rank: both ranks measure all three segments, each segment at the same time;
-// rank 0's measurements make the profile, whose parameter counts (and the gradient sizes the
-// all-reduce curve is measured at) are each segment's once, not once per rank.
-TEST_F(ProfileModeTest, EveryRankMeasuresEverySegmentAndRankZerosAreKept) {
+// each time in the profile is the slower rank's, and its parameter counts (and the gradient
+// sizes the all-reduce curve is measured at) are each segment's once, not once per rank.
+TEST_F(ProfileModeTest, EveryRankMeasuresEverySegmentAndTheSlowestRanksTimesAreKept) {
   Result r = Run(Plus(ThreeLayersAtSizesOneAndTwo(), {"--profile-every-rank"}), "every_rank",
                  kTwoProcesses);
   ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
-  EXPECT_THAT(r.exit.output, HasSubstr("each measured by all 2 processes at once (rank 0's kept)"));
+  EXPECT_THAT(r.exit.output, HasSubstr("each measured by all 2 processes at once (the slowest "
+                                       "kept)"));
+  // 3 segments x (F, R, B at 2 sizes + the 3 step-work times) = 27 times, each one rank's.
+  int slowest_rank0 = -1, slowest_rank1 = -1;
+  const size_t at = r.exit.output.find("each time is the slowest rank's, 27 times: slowest ");
+  ASSERT_NE(at, std::string::npos) << r.exit.output;
+  ASSERT_EQ(std::sscanf(r.exit.output.c_str() + at,
+                        "each time is the slowest rank's, 27 times: slowest rank 0 in %d, rank 1 "
+                        "in %d",
+                        &slowest_rank0, &slowest_rank1),
+            2)
+      << r.exit.output.substr(at, 120);
+  EXPECT_EQ(slowest_rank0 + slowest_rank1, 27);
   absl::StatusOr<varuna::Profile> profile = varuna::ReadProfile(dir_ + "/profile");
   ASSERT_TRUE(profile.ok()) << profile.status();
+  // Rank 0 logs its own medians as it measures: the profile's are never below them.
+  for (int k = 0; k < 3; ++k) {
+    for (int b : {1, 2}) {
+      const std::string line =
+          "segment " + std::to_string(k) + " of 3, micro-batch " + std::to_string(b) + ": forward ";
+      const size_t logged = r.exit.output.find(line);
+      ASSERT_NE(logged, std::string::npos) << line;
+      double forward = 0, recompute = 0, backward = 0;
+      ASSERT_EQ(
+          std::sscanf(r.exit.output.c_str() + logged + line.size(),
+                      "%lf ms, recompute %lf ms, backward %lf ms", &forward, &recompute, &backward),
+          3);
+      const varuna::SegmentMeasurement& m = profile->compute[k].at(b);
+      EXPECT_GE(m.forward_ms, forward - 5e-4) << k << " " << b;
+      EXPECT_GE(m.recompute_ms, recompute - 5e-4) << k << " " << b;
+      EXPECT_GE(m.backward_ms, backward - 5e-4) << k << " " << b;
+    }
+  }
   EXPECT_EQ(profile->CommonMicroBatchSizes(), (std::vector<int>{1, 2}));
   EXPECT_EQ(profile->joins.size(), 2u);
   int64_t model_parameters = 0;
