@@ -235,7 +235,7 @@ std::string DescribeCurves(const varuna::Profile& profile) {
 // F, R and B at every size, and its step work) replaced by the slowest rank's. Training is
 // paced by its slowest rank: a replica waits for the slower one at every all-reduce, a pipeline
 // for its slower stage; and ranks sharing one machine's cores are not equally fast (on the
-// 2-core CPU VM the second rank computed 1-5% slower than the first in quiet stretches, 15-25%
+// 2-core CPU VM the second rank computed 1-5% slower than the first in quiet stretches, 4-38%
 // in busy ones; docs/profiling.md, "Steal time"). Every rank calls it with the same segments
 // and sizes measured (all measure every segment); memory stays this rank's. Returns, per rank,
 // how many of the times were its (ties to the lowest rank).
