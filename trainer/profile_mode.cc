@@ -264,11 +264,12 @@ absl::StatusOr<std::vector<int64_t>> KeepSlowestRank(varuna::comm::World& world,
         n, " times on rank ", world.rank(),
         "; profile the sizes every rank fits, or without --profile-every-rank"));
   }
+  std::vector<int64_t> counts_by_rank(world.size(), 0);
+  if (n == 0) return counts_by_rank;  // nothing measured (an extension that had it all), on all
   at::Tensor rows = at::zeros({world.size(), n}, at::kDouble);
   for (int64_t i = 0; i < n; ++i) rows[world.rank()][i] = *times[i];
   if (absl::Status status = world.group().AllReduceSum(rows); !status.ok()) return status;
   const auto [slowest, which] = rows.max(0);
-  std::vector<int64_t> counts_by_rank(world.size(), 0);
   for (int64_t i = 0; i < n; ++i) {
     *times[i] = slowest[i].item<double>();
     ++counts_by_rank[which[i].item<int64_t>()];
@@ -424,8 +425,10 @@ absl::Status RunProfiling(const gpt2::Gpt2Config& config, const ProfileModeOptio
           parts.push_back(absl::StrCat("rank ", r, " in ", (*counts)[r]));
           total += (*counts)[r];
         }
-        log.Info(absl::StrCat("> profiling: each time is the slowest rank's, ", total,
-                              " times: slowest ", absl::StrJoin(parts, ", ")));
+        if (total > 0) {
+          log.Info(absl::StrCat("> profiling: each time is the slowest rank's, ", total,
+                                " times: slowest ", absl::StrJoin(parts, ", ")));
+        }
       }
       ready = counts.status();
     }

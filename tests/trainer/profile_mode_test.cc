@@ -16,6 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ProfileModeTest : public TrainerTest {
  protected:
@@ -275,6 +276,13 @@ TEST_F(ProfileModeTest, EveryRankMeasuresEverySegmentAndTheSlowestRanksTimesAreK
   std::set<int64_t> measured;
   for (const auto& [bytes, ms] : profile->allreduce.at(2).points) measured.insert(bytes);
   for (int64_t bytes : gradient_sizes) EXPECT_EQ(measured.count(bytes), 1u) << bytes;
+
+  // Again: the profile has every segment and size, so no rank measures and none gathers.
+  r = Run(Plus(ThreeLayersAtSizesOneAndTwo(), {"--profile-every-rank"}), "every_rank_again",
+          kTwoProcesses);
+  ASSERT_TRUE(r.exit.exited && r.exit.code == 0) << Describe(r);
+  EXPECT_THAT(r.exit.output, HasSubstr("> profiling 0 of 3 segments"));
+  EXPECT_THAT(r.exit.output, Not(HasSubstr("each time is the slowest rank's")));
 }
 
 }  // namespace
