@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,6 +15,16 @@ std::string Label(const std::string& name) {
   std::string label = name + " ";
   if (label.size() < 48) label.append(48 - label.size(), '.');
   return label;
+}
+
+// The (rank, ms) of the ranks that ran the table's i-th phase (a time above 0), by rank.
+std::vector<std::pair<int, double>> RanksThatRan(const TimerTable& table, size_t i) {
+  std::vector<std::pair<int, double>> ran;
+  for (int rank = 0; rank < table.world_size; ++rank) {
+    const double ms = table.ms[static_cast<size_t>(rank) * table.names.size() + i];
+    if (ms > 0) ran.emplace_back(rank, ms);
+  }
+  return ran;
 }
 
 }  // namespace
@@ -51,31 +62,22 @@ absl::StatusOr<TimerTable> GatherTimers(varuna::PhaseTimers& timers, varuna::Var
 }
 
 std::string FormatTimers(const TimerTable& table, const std::string& option) {
-  const size_t n = table.names.size();
   std::string lines;
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<std::pair<int, double>> ran;  // (rank, ms) of the ranks that ran it
-    for (int rank = 0; rank < table.world_size; ++rank) {
-      const double ms = table.ms[static_cast<size_t>(rank) * n + i];
-      if (ms > 0) ran.emplace_back(rank, ms);
-    }
-    if (ran.empty()) continue;
-    double low = ran.front().second;
-    double high = low;
-    for (const auto& [rank, ms] : ran) {
-      low = std::min(low, ms);
-      high = std::max(high, ms);
-    }
-    if (option == "max") {
-      absl::StrAppend(&lines, absl::StrFormat("\n    %s: %.2f", Label(table.names[i]), high));
-    } else if (option == "all") {
+  if (option == "all") {
+    for (size_t i = 0; i < table.names.size(); ++i) {
+      const std::vector<std::pair<int, double>> ran = RanksThatRan(table, i);
+      if (ran.empty()) continue;
       absl::StrAppend(&lines, absl::StrFormat("\n  %s:", table.names[i]));
       for (const auto& [rank, ms] : ran) {
         absl::StrAppend(&lines, absl::StrFormat("\n     rank %2d: %.2f", rank, ms));
       }
-    } else {
-      absl::StrAppend(&lines,
-                      absl::StrFormat("\n    %s: (%.2f, %.2f)", Label(table.names[i]), low, high));
+    }
+  } else {
+    for (const TimerSpan& span : Spans(table)) {
+      absl::StrAppend(&lines, option == "max"
+                                  ? absl::StrFormat("\n    %s: %.2f", Label(span.name), span.max_ms)
+                                  : absl::StrFormat("\n    %s: (%.2f, %.2f)", Label(span.name),
+                                                    span.min_ms, span.max_ms));
     }
   }
   if (lines.empty()) return "";
@@ -86,19 +88,16 @@ std::string FormatTimers(const TimerTable& table, const std::string& option) {
 }
 
 std::vector<TimerSpan> Spans(const TimerTable& table) {
-  const size_t n = table.names.size();
   std::vector<TimerSpan> spans;
-  for (size_t i = 0; i < n; ++i) {
-    TimerSpan span{table.names[i], 0, 0};
-    bool ran = false;
-    for (int rank = 0; rank < table.world_size; ++rank) {
-      const double ms = table.ms[static_cast<size_t>(rank) * n + i];
-      if (ms <= 0) continue;
-      span.min_ms = ran ? std::min(span.min_ms, ms) : ms;
+  for (size_t i = 0; i < table.names.size(); ++i) {
+    const std::vector<std::pair<int, double>> ran = RanksThatRan(table, i);
+    if (ran.empty()) continue;
+    TimerSpan span{table.names[i], ran.front().second, ran.front().second};
+    for (const auto& [rank, ms] : ran) {
+      span.min_ms = std::min(span.min_ms, ms);
       span.max_ms = std::max(span.max_ms, ms);
-      ran = true;
     }
-    if (ran) spans.push_back(span);
+    spans.push_back(span);
   }
   return spans;
 }

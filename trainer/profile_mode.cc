@@ -267,12 +267,15 @@ absl::StatusOr<std::vector<int64_t>> KeepSlowestRank(varuna::comm::World& world,
   std::vector<int64_t> counts_by_rank(world.size(), 0);
   if (n == 0) return counts_by_rank;  // nothing measured (an extension that had it all), on all
   at::Tensor rows = at::zeros({world.size(), n}, at::kDouble);
-  for (int64_t i = 0; i < n; ++i) rows[world.rank()][i] = *times[i];
+  auto mine = rows.accessor<double, 2>()[world.rank()];
+  for (int64_t i = 0; i < n; ++i) mine[i] = *times[i];
   if (absl::Status status = world.group().AllReduceSum(rows); !status.ok()) return status;
   const auto [slowest, which] = rows.max(0);
+  const auto slowest_ms = slowest.accessor<double, 1>();
+  const auto slowest_rank = which.accessor<int64_t, 1>();
   for (int64_t i = 0; i < n; ++i) {
-    *times[i] = slowest[i].item<double>();
-    ++counts_by_rank[which[i].item<int64_t>()];
+    *times[i] = slowest_ms[i];
+    ++counts_by_rank[slowest_rank[i]];
   }
   return counts_by_rank;
 }

@@ -358,11 +358,7 @@ int main(int argc, char** argv) {
   const std::vector<varuna::Candidate> chosen = Choose(all, options.per_layout);
 
   // 3. The real runs: every candidate once, then every candidate again, each run right after a
-  //    profile of its process count at its micro-batch size.
-  //    Why paired: this VM's speed drifts over tens of seconds (other tenants load its host's
-  //    caches and memory bandwidth, which no counter shows), by more than the 5% to be resolved;
-  //    a profile taken seconds before its run sees the same stretch, where one taken before all
-  //    the runs of a repeat (minutes earlier) did not.
+  //    profile of its process count at its micro-batch size (why paired: the header, step 4).
   struct Row {
     varuna::Candidate candidate;
     std::vector<varuna::Profile> profiles;  // each repeat's, measured right before its run

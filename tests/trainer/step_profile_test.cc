@@ -25,10 +25,6 @@ using testing::Result;
 
 class StepProfileTest : public testing::TrainerTest {
  protected:
-  // The tiny model on the CPU, whatever the machine has (the Nsight refusal and the host tables
-  // are the CPU's).
-  std::vector<std::string> CpuModel() const { return Plus(TinyModel(), {"--device=cpu"}); }
-
   // The files in `dir` whose names end in `suffix`.
   static std::vector<std::string> FilesEndingIn(const std::string& dir, const std::string& suffix) {
     std::vector<std::string> found;

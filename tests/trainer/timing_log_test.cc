@@ -19,10 +19,7 @@ using ::testing::Not;
 using testing::Plus;
 using testing::Result;
 
-class TimingLogTest : public testing::TrainerTest {
- protected:
-  std::vector<std::string> CpuModel() const { return Plus(TinyModel(), {"--device=cpu"}); }
-};
+class TimingLogTest : public testing::TrainerTest {};
 
 // The metrics lines that carry timers.
 std::vector<varuna::json::Value> TimerLines(const Result& r) {

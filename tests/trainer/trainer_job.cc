@@ -87,6 +87,10 @@ void TrainerTest::SetUp() {
   data_ = MakeDataset(dir_);
 }
 
+std::vector<std::string> TrainerTest::CpuModel() const {
+  return Plus(TinyModel(), {"--device=cpu"});
+}
+
 std::vector<std::string> TrainerTest::TinyModel() const {
   return {"--num-layers=2",
           "--hidden-size=32",

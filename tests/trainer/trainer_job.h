@@ -56,6 +56,9 @@ class TrainerTest : public ::testing::Test {
   // A 2-layer GPT-2 (hidden 32, 2 heads, sequence 16) on the dataset, batch 4, logging every
   // iteration, no evaluation.
   std::vector<std::string> TinyModel() const;
+  // TinyModel on the CPU, whatever the machine has (for what only the CPU shows: host tables,
+  // the CPU's refusals).
+  std::vector<std::string> CpuModel() const;
 
   // Starts the trainer with `flags` (plus --metrics-file), or, with `launcher` flags, the
   // launcher starting it, with `env` added to the environment; output goes to dir_/<name>.log.
