@@ -232,7 +232,8 @@ std::string DescribeCurves(const varuna::Profile& profile) {
 }
 
 // With --profile-every-rank: every time this rank measured in `profile` (each of `segments`'
-// F, R and B at every size, and its step work) replaced by the slowest rank's. Training is
+// F, R and B at every size, warm and, where measured, cold, and its step work) replaced by the
+// slowest rank's. Training is
 // paced by its slowest rank: a replica waits for the slower one at every all-reduce, a pipeline
 // for its slower stage; and ranks sharing one machine's cores are not equally fast (on the
 // 2-core CPU VM the second rank computed 1-5% slower than the first in quiet stretches, 4-38%
@@ -246,6 +247,11 @@ absl::StatusOr<std::vector<int64_t>> KeepSlowestRank(varuna::comm::World& world,
   for (int k : segments) {
     for (auto& [b, m] : profile.compute[k]) {
       times.insert(times.end(), {&m.forward_ms, &m.recompute_ms, &m.backward_ms});
+      // The cold times where measured (every rank measures them for the same segments: the
+      // same bytes against the same cache).
+      if (m.forward_cold_ms > 0) {
+        times.insert(times.end(), {&m.forward_cold_ms, &m.recompute_cold_ms, &m.backward_cold_ms});
+      }
     }
     varuna::SegmentStatic& statics = profile.statics[k];
     times.insert(times.end(), {&statics.gradient_ms, &statics.bucket_ms, &statics.optimizer_ms});

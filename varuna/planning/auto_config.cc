@@ -88,6 +88,24 @@ double BandwidthMs(int64_t bytes, double gbps) {
   return static_cast<double>(bytes) * 8.0 / (gbps * 1e6);
 }
 
+// The bytes one pass over segment k at micro-batch size b reads and writes: its parameters and
+// their gradients in the profile's dtype, and its graph (the whole peak where a profile lacks
+// the split).
+int64_t PassBytes(const Profile& profile, int k, int b) {
+  const SegmentMeasurement& m = profile.compute[k].at(b);
+  const int64_t graph = m.graph_memory_bytes > 0 ? m.graph_memory_bytes : m.activation_memory_bytes;
+  return 2 * profile.statics[k].parameter_count * GradientElementBytes(profile) + graph;
+}
+
+}  // namespace
+
+double ColdShare(int64_t streamed_bytes, int64_t cache_bytes) {
+  if (streamed_bytes <= 0 || cache_bytes <= 0) return 0;
+  return 1.0 - std::exp(-static_cast<double>(streamed_bytes) / static_cast<double>(cache_bytes));
+}
+
+namespace {
+
 // The simulator's input for P stages `stages` at micro-batch size b with D replicas.
 absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const ClusterSpec& cluster,
                                            ScheduleKind schedule,
@@ -97,7 +115,20 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   input.schedule = schedule;
   input.num_micro_batches = num_micro_batches;
   const int num_stages = static_cast<int>(stages.size());
-  for (const SegmentRange& range : stages) {
+  for (int s = 0; s < num_stages; ++s) {
+    const SegmentRange& range = stages[s];
+    // What runs between two passes over one segment's data, as a stage runs its segments in
+    // order forwards and in reverse backwards: before a forward (F, or the graph forward that R's
+    // time prices), the segments before it in the stage, which ran since this segment's last
+    // backward; before a recompute, those after it, whose recomputes and backwards just ran;
+    // before a backward, on a stage that recomputes, nothing (its recompute just ran), and on a
+    // stage whose forwards keep their graphs, the segments after it.
+    const std::vector<Task> tasks = BuildSchedule(schedule, num_stages, num_micro_batches, s);
+    const bool recomputes = std::any_of(
+        tasks.begin(), tasks.end(), [](const Task& t) { return t.kind == TaskKind::kRecompute; });
+    int64_t before = 0;  // pass bytes of the stage's segments before k
+    int64_t after = 0;   // and after it
+    for (int k = range.first; k <= range.last; ++k) after += PassBytes(profile, k, micro_batch);
     StageCosts costs;
     double optimizer_ms = 0;
     int64_t parameters = 0;
@@ -109,9 +140,20 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     std::vector<SegmentMemory> segments;
     for (int k = range.first; k <= range.last; ++k) {
       const SegmentMeasurement& measured = profile.compute[k].at(micro_batch);
-      costs.forward_ms += measured.forward_ms;
-      costs.backward_ms += measured.backward_ms;
-      costs.recompute_ms += measured.recompute_ms;
+      after -= PassBytes(profile, k, micro_batch);
+      // Warm, plus the share of the cold excess that the stream since the last pass over the
+      // segment's data evicts (a cold time under the warm one is the host's noise: nothing
+      // added).
+      auto charged = [&](double warm, double cold, int64_t streamed) {
+        if (cold <= 0) return warm;
+        return warm + ColdShare(streamed, profile.cache_bytes) * std::max(0.0, cold - warm);
+      };
+      costs.forward_ms += charged(measured.forward_ms, measured.forward_cold_ms, before);
+      costs.recompute_ms +=
+          charged(measured.recompute_ms, measured.recompute_cold_ms, recomputes ? after : before);
+      costs.backward_ms +=
+          charged(measured.backward_ms, measured.backward_cold_ms, recomputes ? 0 : after);
+      before += PassBytes(profile, k, micro_batch);
       // What the graph keeps (every segment's, for each micro-batch held) and the backward's
       // working memory on top (one segment's at a time). A profile without the split (written
       // before it was measured) counts each segment's whole peak as kept.

@@ -19,6 +19,14 @@
 //     output bytes of the stage's last segment; the optimizer step (SimulationInput::
 //     optimizer_ms) the largest over stages of the sum of its segments' optimizer_ms (the
 //     stages step in parallel; 0 for profiles without it);
+//   - the cache: where the profile has a segment's cold times (SegmentMeasurement::
+//     forward_cold_ms) and the cache's size, each of its F, R and B is charged the warm time
+//     plus ColdShare of the cold time's excess for what ran since the last pass over the
+//     segment's data, as a stage runs its segments forwards in order and backwards in reverse:
+//     before F (and before R where R prices a graph-keeping forward) the stage's segments
+//     before it; before a recompute those after it; before B nothing on a stage that
+//     recomputes (its R just ran), those after it where forwards keep their graphs (a
+//     segment's pass bytes: 2 x its parameters in the profile's dtype, plus its graph at b);
 //   - memory: a stage's static bytes are its segments' state_bytes, its graph the sum of its
 //     segments' graph_memory_bytes (activation_memory_bytes where a profile lacks it), its
 //     working memory the largest of its segments' activation_memory_bytes - graph_memory_bytes
@@ -83,6 +91,18 @@ struct Candidate {
   std::vector<SegmentRange> stages;  // P contiguous ranges covering every segment
   SimulationResult simulation;
 };
+
+// The share of a segment's cold-minus-warm time that a stage is charged when `streamed_bytes`
+// of other data pass through a cache of `cache_bytes` between two of its passes: 1 - exp(-
+// streamed / cache), the fraction of the cache's lines such a stream replaces where any line is
+// as likely to go as another (random replacement); 0 where either is 0 or less, towards 1 as
+// the stream outgrows the cache. Why: a segment profiled alone finds much of its data in the
+// cache (on the 2-core CPU machine's 32 MiB L3 at micro-batch 1, a layer's F 2.7 ms warm and
+// 2.9 ms cold), where training has run the stage's other segments in between
+// (docs/profiling.md, "The cache"). Other processes on the same host are not counted (on the
+// CPU, counting them put the two-stage pipeline's prediction at micro-batch 1 3.9% and 5.4%
+// over, with each segment charged for the rest of its stage).
+double ColdShare(int64_t streamed_bytes, int64_t cache_bytes);
 
 // The contiguous split of segments with `cost` (one entry per segment, >= 0) into `parts`
 // non-empty ranges that minimises the largest range sum (ties: the earliest such split, each

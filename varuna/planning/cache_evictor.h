@@ -1,14 +1,16 @@
 // CacheEvictor: empties a device's last-level cache of whatever a timed pass is about to read,
-// by writing a buffer of twice its size (the CPU's L3, or L2 where the system reports no L3; a
-// CUDA device's L2), so that the pass reads its data from memory.
+// by writing a buffer of twice its size (the CPU's highest-level data cache as the kernel
+// describes it, else as glibc's sysconf reports L3 or L2; a CUDA device's L2), so that the pass
+// reads its data from memory.
 //
 // Why the profiler needs it: training runs the step's work (the gradient pass and the
 // optimizer over a stage's fp32 state) once per step, after every micro-batch has streamed the
 // whole stage's weights, activations and gradients through the caches; that state is cold.
 // The profiler times the same work on one segment's state in repeated passes, where it stays
-// in the cache when it fits. On the 2-core CPU machine (L3 300 MiB, gpt2-tiny as
-// simulator_accuracy runs it) that made the profile's step work 17-29% short of training's
-// (docs/profiling.md).
+// in the cache when it fits. On the 2-core CPU machine (gpt2-tiny as simulator_accuracy runs
+// it) that made the profile's step work 17-29% short of training's (docs/profiling.md). The
+// same holds for a segment's F, R and B inside a stage whose other segments stream through the
+// cache between its passes: the profiler times those cold too (compute_profiler.h).
 //
 // Thread safety: one evictor per thread; Evict uses the device's current stream on CUDA.
 #ifndef VARUNA_PLANNING_CACHE_EVICTOR_H_
@@ -18,8 +20,16 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
 
 namespace varuna {
+
+// Where Linux describes CPU 0's caches: index<i>/ with level, type and size (e.g. "32768K").
+inline constexpr char kCpuCacheDir[] = "/sys/devices/system/cpu/cpu0/cache";
+
+// The size in bytes of the highest-level data or unified cache described under `cache_dir`
+// (laid out as kCpuCacheDir); 0 where it describes none (no such directory, unreadable files).
+int64_t SysfsLastLevelCacheBytes(const std::string& cache_dir);
 
 class CacheEvictor {
  public:
@@ -33,7 +43,7 @@ class CacheEvictor {
   // Whether a pass over `bytes` of data needs an eviction first: some of the data could stay in
   // the cache between two passes (less than twice its size), and it is at least 8 MiB. Below that
   // a pass takes microseconds (the step's work of the tests' tiny models), and emptying a
-  // 300 MiB cache before each would cost far more profiling time than it corrects.
+  // large cache before each would cost far more profiling time than it corrects.
   bool WorthEvicting(int64_t bytes) const {
     return bytes >= kSmallestEvicted && bytes < 2 * cache_bytes_;
   }

@@ -41,6 +41,15 @@
 // is working memory that one segment's backward needs at a time).
 // Parameter gradients exist by then (the warm-up made them), so they are not part of it: they are
 // in the statics.
+// Then, where the bytes a pass touches (the parameters and their gradients, 2 x their bytes, and
+// the graph) could stay in the device's last-level cache between the warm passes
+// (CacheEvictor::WorthEvicting: from 8 MiB to twice the cache), timed_passes more passes with
+// the cache emptied before each of F, R and B (the emptying untimed): forward_cold_ms,
+// recompute_cold_ms, backward_cold_ms. A segment run alone finds its weights where its last
+// pass left them; inside a stage, the other segments (on a CPU host also the other ranks) stream
+// theirs through the cache in between, and the simulator charges the share of the difference
+// that their bytes evict (auto_config.h: ColdShare). The profile's cache_bytes is the cache's
+// size.
 //   output_bytes  bytes of the segment's output (0 for the last segment);
 //   stash_bytes   bytes of its input: the input tensors for segment 0, the input activation
 //                 for the others.
@@ -134,12 +143,13 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
 // ProfileSegments returns it: per segment and micro-batch size measured in every round,
 // forward_ms, recompute_ms and backward_ms are the medians of the rounds' (TimingSummary: for
 // an even count the mean of the middle two), each spread the largest of the rounds' spreads and
-// of the range of the rounds' times, timed_passes the sum, activation_memory_bytes and
-// graph_memory_bytes each the largest, output_bytes and stash_bytes the first round's; a size
+// of the range of the rounds' times, the cold times the medians of the rounds' that measured
+// them (none: 0), timed_passes the sum, activation_memory_bytes and graph_memory_bytes each the
+// largest, output_bytes and stash_bytes the first round's; a size
 // missing from any round (it ran out of memory there) is left out. Per segment, gradient_ms,
 // bucket_ms and optimizer_ms are the medians of the rounds' that measured them (all three 0: out of
 // memory there; none: 0), and parameter_count and state_bytes the first round's. Everything else
-// (model, device, dtype, curves, joins) is the first round's. InvalidArgument for no rounds, or
+// (model, device, dtype, cache_bytes, curves, joins) is the first round's. InvalidArgument for no rounds, or
 // rounds of different segment counts. Also combines separate profiles of one model (as
 // simulator_accuracy does).
 absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds);

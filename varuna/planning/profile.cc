@@ -60,6 +60,7 @@ Value ProfileJson(const Profile& p) {
   out["device"] = p.device;
   out["dtype"] = p.dtype;
   out["num_segments"] = p.num_segments;
+  if (p.cache_bytes > 0) out["cache_bytes"] = p.cache_bytes;
   out["send_within_node"] = CurveJson(p.send_within_node);
   out["send_across_nodes"] = CurveJson(p.send_across_nodes);
   Value allreduce = Value::object();
@@ -109,6 +110,11 @@ Value SegmentJson(const Profile& p, int k) {
       entry["forward_spread_ms"] = m.forward_spread_ms;
       entry["backward_spread_ms"] = m.backward_spread_ms;
       entry["recompute_spread_ms"] = m.recompute_spread_ms;
+    }
+    for (const auto& [name, ms] : {std::make_pair("forward_cold_ms", m.forward_cold_ms),
+                                   std::make_pair("backward_cold_ms", m.backward_cold_ms),
+                                   std::make_pair("recompute_cold_ms", m.recompute_cold_ms)}) {
+      if (ms > 0) entry[name] = ms;
     }
     sizes.push_back(std::move(entry));
   }
@@ -285,7 +291,10 @@ absl::Status ReadSegment(const Value& root, const std::string& path, int k, Prof
     for (const auto& [name, field] :
          {std::make_pair("forward_spread_ms", &SegmentMeasurement::forward_spread_ms),
           std::make_pair("backward_spread_ms", &SegmentMeasurement::backward_spread_ms),
-          std::make_pair("recompute_spread_ms", &SegmentMeasurement::recompute_spread_ms)}) {
+          std::make_pair("recompute_spread_ms", &SegmentMeasurement::recompute_spread_ms),
+          std::make_pair("forward_cold_ms", &SegmentMeasurement::forward_cold_ms),
+          std::make_pair("backward_cold_ms", &SegmentMeasurement::backward_cold_ms),
+          std::make_pair("recompute_cold_ms", &SegmentMeasurement::recompute_cold_ms)}) {
       if (json::Find(entry, name) == nullptr) continue;
       if (absl::Status s = r.Ms(entry, name, where, m.*field); !s.ok()) return s;
     }
@@ -362,6 +371,10 @@ absl::Status ValidateProfile(const Profile& p) {
     return invalid(
         absl::StrCat("dtype = \"", p.dtype, "\" is not one of float32, float16, bfloat16"));
   }
+  if (p.cache_bytes < 0) {
+    return invalid(absl::StrCat("cache_bytes = ", p.cache_bytes,
+                                " must be >= 0 (the device's last-level cache; 0 if unknown)"));
+  }
   if (static_cast<int>(p.statics.size()) != p.num_segments ||
       static_cast<int>(p.compute.size()) != p.num_segments) {
     return invalid(absl::StrCat("statics has ", p.statics.size(), " and compute ", p.compute.size(),
@@ -393,6 +406,12 @@ absl::Status ValidateProfile(const Profile& p) {
           !ValidTime(m.backward_spread_ms) || !ValidTime(m.recompute_spread_ms)) {
         return invalid(absl::StrCat(where, ": timed_passes (", m.timed_passes,
                                     ") must be >= 0 and the spreads finite and >= 0"));
+      }
+      if (!ValidTime(m.forward_cold_ms) || !ValidTime(m.backward_cold_ms) ||
+          !ValidTime(m.recompute_cold_ms)) {
+        return invalid(absl::StrCat(where, ": cold times (forward ", m.forward_cold_ms,
+                                    ", backward ", m.backward_cold_ms, ", recompute ",
+                                    m.recompute_cold_ms, " ms) must be finite and >= 0"));
       }
       if (m.activation_memory_bytes < 0 || m.output_bytes < 0 || m.stash_bytes < 0 ||
           m.graph_memory_bytes < 0) {
@@ -474,6 +493,10 @@ absl::StatusOr<Profile> ReadProfile(const std::string& dir) {
     return r.Error("\"num_segments\"", absl::StrCat("= ", num_segments, " is not >= 1"));
   }
   p.num_segments = static_cast<int>(num_segments);
+  // Optional: profiles written before the cold times were measured lack it.
+  if (json::Find(*root, "cache_bytes") != nullptr) {
+    if (absl::Status s = r.Int(*root, "cache_bytes", "", p.cache_bytes); !s.ok()) return s;
+  }
   for (auto [key, out] : {std::make_pair("send_within_node", &p.send_within_node),
                           std::make_pair("send_across_nodes", &p.send_across_nodes)}) {
     absl::StatusOr<const Value*> v = r.Field(*root, key, "array", "");
@@ -555,6 +578,7 @@ absl::Status MergeProfile(const Profile& update, Profile& base) {
   MergeCurve(update.send_across_nodes, base.send_across_nodes);
   for (const auto& [ring, curve] : update.allreduce) MergeCurve(curve, base.allreduce[ring]);
   for (const auto& [b, join] : update.joins) base.joins[b] = join;
+  if (update.cache_bytes > 0) base.cache_bytes = update.cache_bytes;
   return absl::OkStatus();
 }
 

@@ -42,6 +42,17 @@ struct SegmentMeasurement {
   double forward_spread_ms = 0;
   double backward_spread_ms = 0;
   double recompute_spread_ms = 0;
+  // The same three medians with the device's last-level cache emptied before each pass
+  // (CacheEvictor), as training finds a segment's weights and graph after the other segments
+  // of its stage (and, on a CPU, the other ranks on its host) have streamed theirs through the
+  // cache. Measured where the segment's pass bytes could stay in the cache between the warm
+  // passes (CacheEvictor::WorthEvicting); 0 elsewhere and in profiles written before they were
+  // measured (2026-11-27), meaning the warm times apply. JSON "forward_cold_ms",
+  // "backward_cold_ms", "recompute_cold_ms": written where measured, optional on read. How much
+  // of the difference a stage is charged is the simulator's (auto_config.h: ColdShare).
+  double forward_cold_ms = 0;
+  double backward_cold_ms = 0;
+  double recompute_cold_ms = 0;
   // Peak device memory while running forward + backward of this segment alone at this size,
   // above what was allocated before (activations, workspaces), in bytes.
   int64_t activation_memory_bytes = 0;
@@ -109,6 +120,10 @@ struct Profile {
   std::string device;  // e.g. "NVIDIA H200" or "cpu"
   std::string dtype;   // "float32", "float16", "bfloat16"
   int num_segments = 0;
+  // The profiled device's last-level cache in bytes (CacheEvictor::cache_bytes: the CPU's L3, a
+  // GPU's L2), against which the simulator weighs the cold times; JSON "cache_bytes", optional
+  // (0: unknown, the warm times are charged).
+  int64_t cache_bytes = 0;
   std::vector<SegmentStatic> statics;  // [num_segments]
   // compute[k][b]: segment k at micro-batch size b (sizes need not be contiguous).
   std::vector<std::map<int, SegmentMeasurement>> compute;  // [num_segments]
@@ -127,8 +142,8 @@ struct Profile {
 };
 
 // Validates (num_segments > 0, dtype one of the three, vectors sized to it, micro-batch sizes
-// >= 1, times (optimizer_ms and spreads too) finite and >= 0, timed_passes >= 0, byte counts >= 0,
-// curves sorted strictly by bytes, ring sizes
+// >= 1, times (optimizer_ms, spreads and cold times too) finite and >= 0, cache_bytes >= 0,
+// timed_passes >= 0, byte counts >= 0, curves sorted strictly by bytes, ring sizes
 // >= 2): OK, or InvalidArgument naming the field and the fix. Segments without measurements are
 // valid (a partial profile).
 absl::Status ValidateProfile(const Profile& profile);
@@ -152,7 +167,7 @@ absl::StatusOr<Profile> ReadProfile(const std::string& dir);
 // `base` is then unchanged): measurements present in `update` replace those in `base` (by
 // segment and micro-batch size), a segment's statics are replaced where `update` has
 // measurements or non-zero statics for it; curves' points are merged by bytes (update wins), and
-// joins by micro-batch size (update wins).
+// joins by micro-batch size (update wins); cache_bytes is `update`'s where it has one.
 absl::Status MergeProfile(const Profile& update, Profile& base);
 
 }  // namespace varuna

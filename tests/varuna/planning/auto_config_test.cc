@@ -1,6 +1,7 @@
 #include "varuna/planning/auto_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -753,6 +754,107 @@ TEST(SimulatorTermsTest, SegmentJoinsAreRecordedButNotCharged) {
       EXPECT_EQ((*a)[i].simulation.minibatch_ms, (*b)[i].simulation.minibatch_ms);
     }
   }
+}
+
+TEST(ColdShareTest, TheFractionOfTheCacheAStreamReplaces) {
+  constexpr int64_t kCache = int64_t{32} << 20;
+  EXPECT_EQ(ColdShare(0, kCache), 0);  // nothing in between: warm
+  EXPECT_EQ(ColdShare(kCache, 0), 0);  // the cache unknown: warm
+  EXPECT_DOUBLE_EQ(ColdShare(kCache, kCache), 1 - std::exp(-1.0));
+  EXPECT_DOUBLE_EQ(ColdShare(kCache / 2, kCache), 1 - std::exp(-0.5));
+  EXPECT_GT(ColdShare(10 * kCache, kCache), 0.9999);
+  EXPECT_LE(ColdShare(100 * kCache, kCache), 1.0);
+}
+
+// DistinctTimes with cold times (F 1.5, R 7, B 3 against 1, 5, 2 warm) and a cache of 5 MiB. A
+// pass over a segment at micro-batch 2 touches 2 x 1000 float32 parameters and its graph (the
+// whole 2 MiB peak: the profile has no split).
+Profile WithColdTimes(int segments, const std::string& device) {
+  Profile profile = DistinctTimes(segments, 2);
+  profile.device = device;
+  profile.cache_bytes = int64_t{5} << 20;
+  for (auto& sizes : profile.compute) {
+    sizes[2].forward_cold_ms = 1.5;
+    sizes[2].recompute_cold_ms = 7;
+    sizes[2].backward_cold_ms = 3;
+  }
+  return profile;
+}
+
+constexpr int64_t kPassBytes = 2 * 1000 * 4 + (int64_t{2} << 20);
+
+// The cold share after `segments` segments' passes stream through WithColdTimes's cache.
+double ShareAfter(int segments) { return ColdShare(segments * kPassBytes, int64_t{5} << 20); }
+
+TEST(SimulatorTermsTest, AGraphKeepingStageChargesWhatRunsBetweenASegmentsPasses) {
+  // One stage of three segments (P = 1: four micro-batches, each a graph forward, priced by R,
+  // and a backward). Segment k's forward follows the k segments before it, which ran since its
+  // last backward; its backward follows the 2 - k after it. So R is charged ShareAfter(k) and B
+  // ShareAfter(2 - k) of their cold excess, on a CPU and on a GPU alike.
+  const double shares = ShareAfter(0) + ShareAfter(1) + ShareAfter(2);
+  ASSERT_EQ(ShareAfter(0), 0);
+  ASSERT_GT(ShareAfter(2), ShareAfter(1));
+  for (const char* device : {"cpu", "NVIDIA H100 80GB HBM3"}) {
+    SCOPED_TRACE(device);
+    absl::StatusOr<std::vector<Candidate>> result =
+        SearchConfigurations(WithColdTimes(3, device), Cluster(1, 1), Options(8));
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->size(), 1u);
+    EXPECT_NEAR(result->front().simulation.stage_busy_ms[0],
+                4 * (3 * (5.0 + 2.0) + shares * (2 + 1)), 1e-9);
+  }
+  // Without the cache's size, or with cold times under the warm ones (noise): the warm times.
+  Profile unknown = WithColdTimes(3, "cpu");
+  unknown.cache_bytes = 0;
+  Profile noise = WithColdTimes(3, "cpu");
+  for (auto& sizes : noise.compute) {
+    sizes[2].recompute_cold_ms = 4;
+    sizes[2].backward_cold_ms = 1;
+  }
+  for (const Profile& profile : {unknown, noise}) {
+    absl::StatusOr<std::vector<Candidate>> result =
+        SearchConfigurations(profile, Cluster(1, 1), Options(8));
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_DOUBLE_EQ(result->front().simulation.stage_busy_ms[0], 4 * 3 * (5.0 + 2.0));
+  }
+}
+
+TEST(SimulatorTermsTest, ARecomputingStagesBackwardFollowsItsOwnRecompute) {
+  // Four segments on two ranks of one CPU host, P = 2: stages {0, 1} and {2, 3}. Stage 0
+  // recomputes: F of its second segment follows its first (ShareAfter(1)), R of its first
+  // follows the second's R and B (ShareAfter(1)), and every B follows its own R (warm). The
+  // last stage keeps its graphs (R priced as the graph forward and B as in the test above).
+  // The other rank's stream is not counted.
+  absl::StatusOr<std::vector<Candidate>> result =
+      SearchConfigurations(WithColdTimes(4, "cpu"), Cluster(1, 2), Options(8));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto two_stages = std::find_if(result->begin(), result->end(),
+                                       [](const Candidate& c) { return c.pipeline_stages == 2; });
+  ASSERT_NE(two_stages, result->end());
+  ASSERT_EQ(two_stages->stages[0].last, 1);
+  const double f = 2 * 1 + ShareAfter(1) * 0.5;
+  const double r = 2 * 5 + ShareAfter(1) * 2;
+  const double b = 2 * 2;
+  // A forward that keeps its graph (no recompute of its micro-batch) is priced as R.
+  const std::vector<Task> tasks =
+      BuildSchedule(ScheduleKind::kVaruna, 2, two_stages->num_micro_batches, 0);
+  double expected = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    switch (tasks[i].kind) {
+      case TaskKind::kForward:
+        expected += KeepsGraph(tasks, i) ? r : f;
+        break;
+      case TaskKind::kRecompute:
+        expected += r;
+        break;
+      case TaskKind::kBackward:
+        expected += b;
+        break;
+    }
+  }
+  EXPECT_NEAR(two_stages->simulation.stage_busy_ms[0], expected, 1e-9);
+  EXPECT_NEAR(two_stages->simulation.stage_busy_ms[1],
+              two_stages->num_micro_batches * (2 * (5.0 + 2.0) + ShareAfter(1) * (2 + 1)), 1e-9);
 }
 
 // One micro-batch over two stages: F0, the hop, F1 (graph) + B1, the hop back, B0 (R0 runs while

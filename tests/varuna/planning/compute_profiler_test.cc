@@ -17,6 +17,7 @@
 #include "models/gpt2/config.h"
 #include "models/gpt2/model.h"
 #include "models/gpt2/summary.h"
+#include "varuna/planning/cache_evictor.h"
 
 namespace varuna {
 namespace {
@@ -328,9 +329,9 @@ TEST_F(ProfilerTest, BadOptionsNameTheProblem) {
   EXPECT_TRUE(lines_.empty());
 }
 
-// A two-segment stage of one linear layer per segment that logs every Forward: whether it built
-// a graph and the random number it drew (as dropout would), and can stall one call, so that a
-// test sees how the profiler runs and times its passes.
+// A two-segment stage of one linear layer per segment (width x width) that logs every Forward:
+// whether it built a graph and the random number it drew (as dropout would), and can stall one
+// call, so that a test sees how the profiler runs and times its passes.
 struct ForwardLog {
   std::vector<bool> with_graph;
   std::vector<double> drawn;
@@ -341,9 +342,9 @@ constexpr auto kStall = std::chrono::milliseconds(300);
 
 class RecordingStage : public StageModule {
  public:
-  RecordingStage(SegmentRange range, std::shared_ptr<ForwardLog> log)
+  RecordingStage(SegmentRange range, std::shared_ptr<ForwardLog> log, int64_t width)
       : range_(range), log_(std::move(log)) {
-    weight_ = register_parameter("weight", at::randn({8, 8}) * 0.1);
+    weight_ = register_parameter("weight", at::randn({width, width}) * 0.1);
   }
   SegmentRange segments() const override { return range_; }
   int num_segments() const override { return 2; }
@@ -369,13 +370,13 @@ class RecordingStage : public StageModule {
 };
 
 absl::StatusOr<Profile> ProfileRecording(const std::shared_ptr<ForwardLog>& log,
-                                         const ProfilerOptions& options) {
-  const StageBuilder builder = [log](SegmentRange range) {
-    return std::make_shared<RecordingStage>(range, log);
+                                         const ProfilerOptions& options, int64_t width = 8) {
+  const StageBuilder builder = [log, width](SegmentRange range) {
+    return std::make_shared<RecordingStage>(range, log, width);
   };
-  const InputMaker inputs = [](int b) {
+  const InputMaker inputs = [width](int b) {
     TensorMap map;
-    map["x"] = at::randn({b, 8});
+    map["x"] = at::randn({b, width});
     return map;
   };
   return ProfileSegments(builder, 2, inputs, options, nullptr);
@@ -405,7 +406,35 @@ TEST(ProfilerPassesTest, OneSettlingPassThenTheWarmUpThenTheTimedPasses) {
     }
     EXPECT_TRUE(log->with_graph.back());
     EXPECT_EQ(profile->compute[0].at(1).timed_passes, timed);
+    EXPECT_EQ(profile->compute[0].at(1).forward_cold_ms, 0);  // too small to time cold
   }
+}
+
+TEST(ProfilerPassesTest, ASegmentThatCouldStayInTheCacheIsTimedColdToo) {
+  // 1280 x 1280 float32 weights: 6.25 MiB, twice that with the gradient, which could stay in a
+  // cache of 6.25 MiB or more (CacheEvictor::WorthEvicting). The tiny 8 x 8 segments of the other
+  // tests run no cold passes (OneSettlingPassThenTheWarmUpThenTheTimedPasses).
+  constexpr int64_t kWidth = 1280;
+  const CacheEvictor evictor(c10::Device(c10::kCPU));
+  if (!evictor.WorthEvicting(2 * kWidth * kWidth * 4 + kWidth * 4)) {
+    GTEST_SKIP() << "this machine's last-level cache (" << evictor.cache_bytes()
+                 << " bytes) is too small for the segment to stay in it";
+  }
+  auto log = std::make_shared<ForwardLog>();
+  absl::StatusOr<Profile> profile = ProfileRecording(log, SegmentZeroAtSizeOne(0, 3), kWidth);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  // The settling pass and 3 timed (F, R each), the memory's R, then 3 cold passes.
+  ASSERT_EQ(log->with_graph.size(), static_cast<size_t>(2 * 4 + 1 + 2 * 3));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(log->with_graph[9 + 2 * i]) << "cold pass " << i;
+    EXPECT_TRUE(log->with_graph[9 + 2 * i + 1]) << "cold pass " << i;
+  }
+  const SegmentMeasurement& m = profile->compute[0].at(1);
+  EXPECT_GT(m.forward_cold_ms, 0);
+  EXPECT_GT(m.recompute_cold_ms, 0);
+  EXPECT_GT(m.backward_cold_ms, 0);
+  EXPECT_EQ(m.timed_passes, 3);
+  EXPECT_EQ(profile->cache_bytes, evictor.cache_bytes());
 }
 
 TEST(ProfilerPassesTest, TheRecomputeReplaysItsForwardsRandomNumbersAsTheExecutorDoes) {
@@ -491,6 +520,25 @@ TEST(MedianOfRoundsTest, KeepsTheMedianRoundOfEachTime) {
   EXPECT_DOUBLE_EQ(combined->statics[0].optimizer_ms, 4);
   EXPECT_EQ(combined->statics[0].parameter_count, 10);
   EXPECT_TRUE(ValidateProfile(*combined).ok());
+}
+
+TEST(MedianOfRoundsTest, ColdTimesAreTheMedianOfTheRoundsThatMeasuredThem) {
+  std::vector<Profile> rounds = {Round(10, 0.5, 100, 3), Round(30, 0.2, 300, 1),
+                                 Round(12, 0.1, 200, 2), Round(11, 0.1, 200, 2)};
+  const double cold[] = {14, 40, 0, 16};  // the third round did not time it cold
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    SegmentMeasurement& m = rounds[i].compute[0].at(1);
+    m.forward_cold_ms = cold[i];
+    m.recompute_cold_ms = cold[i] > 0 ? cold[i] + 1 : 0;
+    m.backward_cold_ms = 2 * cold[i];
+  }
+  absl::StatusOr<Profile> combined = MedianOfRounds(rounds);
+  ASSERT_TRUE(combined.ok()) << combined.status();
+  const SegmentMeasurement& m = combined->compute[0].at(1);
+  EXPECT_DOUBLE_EQ(m.forward_cold_ms, 16);  // of 14, 16 and 40
+  EXPECT_DOUBLE_EQ(m.recompute_cold_ms, 17);
+  EXPECT_DOUBLE_EQ(m.backward_cold_ms, 32);
+  EXPECT_EQ(MedianOfRounds({Round(10, 0.5, 100, 3)})->compute[0].at(1).forward_cold_ms, 0);
 }
 
 TEST(MedianOfRoundsTest, ALargerSpreadWithinARoundIsKeptAndTwoRoundsAverage) {

@@ -23,7 +23,8 @@ bool operator==(const SegmentMeasurement& a, const SegmentMeasurement& b) {
          a.stash_bytes == b.stash_bytes && a.timed_passes == b.timed_passes &&
          a.forward_spread_ms == b.forward_spread_ms &&
          a.backward_spread_ms == b.backward_spread_ms &&
-         a.recompute_spread_ms == b.recompute_spread_ms;
+         a.recompute_spread_ms == b.recompute_spread_ms && a.forward_cold_ms == b.forward_cold_ms &&
+         a.backward_cold_ms == b.backward_cold_ms && a.recompute_cold_ms == b.recompute_cold_ms;
 }
 
 namespace {
@@ -68,6 +69,7 @@ void ExpectEqual(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.num_segments, b.num_segments);
+  EXPECT_EQ(a.cache_bytes, b.cache_bytes);
   ASSERT_EQ(a.statics.size(), b.statics.size());
   for (size_t k = 0; k < a.statics.size(); ++k) {
     EXPECT_EQ(a.statics[k].parameter_count, b.statics[k].parameter_count);
@@ -282,6 +284,32 @@ TEST_F(ProfileFilesTest, WriteRefusesAnInvalidProfileAndLeavesNoFiles) {
   EXPECT_FALSE(std::ifstream(Path("profile.json")).good());
 }
 
+TEST_F(ProfileFilesTest, ColdTimesAndTheCacheRoundTripAndAreAbsentInOlderFiles) {
+  Profile p = FullProfile();
+  ASSERT_TRUE(WriteProfile(p, dir_).ok());
+  // Without them (older profiles, segments too small to evict for): no such fields, read as 0.
+  EXPECT_THAT(Read("profile.json"), Not(HasSubstr("cache_bytes")));
+  EXPECT_THAT(Read("segment_1.json"), Not(HasSubstr("cold_ms")));
+  absl::StatusOr<Profile> read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->cache_bytes, 0);
+  EXPECT_EQ(read->compute[1].at(2).forward_cold_ms, 0);
+
+  p.cache_bytes = int64_t{32} << 20;
+  SegmentMeasurement& m = p.compute[1].at(2);
+  m.forward_cold_ms = 1.25;
+  m.backward_cold_ms = 2.5;
+  m.recompute_cold_ms = 1.375;
+  ASSERT_TRUE(WriteProfile(p, dir_).ok());
+  EXPECT_THAT(Read("profile.json"), HasSubstr("\"cache_bytes\": 33554432"));
+  EXPECT_THAT(Read("segment_1.json"), HasSubstr("\"recompute_cold_ms\": 1.375"));
+  EXPECT_THAT(Read("segment_0.json"), Not(HasSubstr("cold_ms")));
+  read = ReadProfile(dir_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectEqual(p, *read);
+  EXPECT_EQ(read->compute[1].at(2).backward_cold_ms, 2.5);
+}
+
 TEST_F(ProfileFilesTest, GraphMemoryRoundTripsAndIsAbsentInOlderFiles) {
   Profile p = FullProfile();
   p.compute[1].at(2).graph_memory_bytes = 1500;  // of activation_memory_bytes 1900
@@ -345,6 +373,13 @@ TEST(ProfileTest, ValidateNamesTheProblem) {
   p.compute[1][2].backward_spread_ms = std::nan("");
   EXPECT_THAT(message(p), HasSubstr("segment 1 at micro-batch size 2: timed_passes (0)"));
   p = FullProfile();
+  p.compute[1][2].recompute_cold_ms = -1;
+  EXPECT_THAT(message(p), HasSubstr("segment 1 at micro-batch size 2: cold times (forward 0, "
+                                    "backward 0, recompute -1 ms) must be finite and >= 0"));
+  p = FullProfile();
+  p.cache_bytes = -1;
+  EXPECT_THAT(message(p), HasSubstr("cache_bytes = -1 must be >= 0"));
+  p = FullProfile();
   p.statics[1].optimizer_ms = std::nan("");
   EXPECT_THAT(message(p), HasSubstr("segment 1: optimizer_ms = nan must be finite and >= 0"));
   p = FullProfile();
@@ -399,7 +434,12 @@ TEST(MergeProfileTest, ReplacesAndAdds) {
   base.joins[2] = {4, 5, 6};
   update.joins[2] = {-1, -2, -3};  // replaces
   update.joins[8] = {7, 8, 9};     // adds
+  update.cache_bytes = 1 << 25;
   ASSERT_TRUE(MergeProfile(update, base).ok());
+  EXPECT_EQ(base.cache_bytes, 1 << 25);
+  update.cache_bytes = 0;  // unknown: the base's stays
+  ASSERT_TRUE(MergeProfile(update, base).ok());
+  EXPECT_EQ(base.cache_bytes, 1 << 25);
   EXPECT_EQ(base.joins.size(), 3u);
   EXPECT_EQ(base.joins.at(1).forward_ms, 1);  // kept
   EXPECT_EQ(base.joins.at(2).backward_ms, -3);
