@@ -14,11 +14,6 @@
 #endif
 
 namespace varuna {
-namespace {
-
-constexpr int64_t kUnknownCacheBytes = int64_t{32} << 20;
-
-}  // namespace
 
 int64_t SysfsLastLevelCacheBytes(const std::string& cache_dir) {
   int best_level = 0;
@@ -34,13 +29,13 @@ int64_t SysfsLastLevelCacheBytes(const std::string& cache_dir) {
     const std::string type = read("type");
     if (type.empty()) break;
     if (type == "Instruction") continue;
-    int level = 0;
     std::string size = read("size");
     int64_t scale = 1;
     if (!size.empty() && (size.back() == 'K' || size.back() == 'M')) {
       scale = size.back() == 'K' ? 1024 : 1024 * 1024;
       size.pop_back();
     }
+    int level = 0;
     int64_t bytes = 0;
     if (!absl::SimpleAtoi(read("level"), &level) || !absl::SimpleAtoi(size, &bytes)) continue;
     if (level > best_level && bytes > 0) {
@@ -52,6 +47,8 @@ int64_t SysfsLastLevelCacheBytes(const std::string& cache_dir) {
 }
 
 namespace {
+
+constexpr int64_t kUnknownCacheBytes = int64_t{32} << 20;
 
 int64_t CpuLastLevelCacheBytes() {
   // The kernel first: glibc's sysconf can be far off in a virtual machine (on the 2-core AMD
