@@ -239,19 +239,18 @@ std::string DescribeCurves(const varuna::Profile& profile) {
 // 2-core CPU VM the second rank computed 1-5% slower than the first in quiet stretches, 4-38%
 // in busy ones; docs/profiling.md, "Steal time"). Every rank calls it with the same segments
 // and sizes measured (all measure every segment); memory stays this rank's. Returns, per rank,
-// how many of the times were its (ties to the lowest rank).
+// how many of the measured times were its (ties to the lowest rank; cold times no rank
+// measured are not counted).
 absl::StatusOr<std::vector<int64_t>> KeepSlowestRank(varuna::comm::World& world,
                                                      const std::vector<int>& segments,
                                                      varuna::Profile& profile) {
   std::vector<double*> times;
   for (int k : segments) {
     for (auto& [b, m] : profile.compute[k]) {
-      times.insert(times.end(), {&m.forward_ms, &m.recompute_ms, &m.backward_ms});
-      // The cold times where measured (every rank measures them for the same segments: the
-      // same bytes against the same cache).
-      if (m.forward_cold_ms > 0) {
-        times.insert(times.end(), {&m.forward_cold_ms, &m.recompute_cold_ms, &m.backward_cold_ms});
-      }
+      // The cold times too: 0 where this rank did not measure them (the segment too small or
+      // too large for its cache), so ranks that differ there still gather the same count.
+      times.insert(times.end(), {&m.forward_ms, &m.recompute_ms, &m.backward_ms, &m.forward_cold_ms,
+                                 &m.recompute_cold_ms, &m.backward_cold_ms});
     }
     varuna::SegmentStatic& statics = profile.statics[k];
     times.insert(times.end(), {&statics.gradient_ms, &statics.bucket_ms, &statics.optimizer_ms});
@@ -281,7 +280,7 @@ absl::StatusOr<std::vector<int64_t>> KeepSlowestRank(varuna::comm::World& world,
   const auto slowest_rank = which.accessor<int64_t, 1>();
   for (int64_t i = 0; i < n; ++i) {
     *times[i] = slowest_ms[i];
-    ++counts_by_rank[slowest_rank[i]];
+    if (slowest_ms[i] > 0) ++counts_by_rank[slowest_rank[i]];  // a time no rank measured: none's
   }
   return counts_by_rank;
 }

@@ -117,15 +117,12 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   const int num_stages = static_cast<int>(stages.size());
   for (int s = 0; s < num_stages; ++s) {
     const SegmentRange& range = stages[s];
-    // What runs between two passes over one segment's data, as a stage runs its segments in
-    // order forwards and in reverse backwards: before a forward (F, or the graph forward that R's
-    // time prices), the segments before it in the stage, which ran since this segment's last
-    // backward; before a recompute, those after it, whose recomputes and backwards just ran;
-    // before a backward, on a stage that recomputes, nothing (its recompute just ran), and on a
-    // stage whose forwards keep their graphs, the segments after it.
-    const std::vector<Task> tasks = BuildSchedule(schedule, num_stages, num_micro_batches, s);
-    const bool recomputes = std::any_of(
-        tasks.begin(), tasks.end(), [](const Task& t) { return t.kind == TaskKind::kRecompute; });
+    // What runs between two passes over one segment's data, as a stage runs a task over all of
+    // its segments (pipeline/stage_executor.cc): forwards and recomputes in order, backwards in
+    // reverse. So a forward or a recompute of segment k follows the stage's segments before k,
+    // which ran since k's last backward or since the previous task's pass over them, and a
+    // backward follows the segments after k, which ran since k's forward or recompute of the
+    // same micro-batch.
     int64_t before = 0;  // pass bytes of the stage's segments before k
     int64_t after = 0;   // and after it
     for (int k = range.first; k <= range.last; ++k) after += PassBytes(profile, k, micro_batch);
@@ -149,10 +146,8 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
         return warm + ColdShare(streamed, profile.cache_bytes) * std::max(0.0, cold - warm);
       };
       costs.forward_ms += charged(measured.forward_ms, measured.forward_cold_ms, before);
-      costs.recompute_ms +=
-          charged(measured.recompute_ms, measured.recompute_cold_ms, recomputes ? after : before);
-      costs.backward_ms +=
-          charged(measured.backward_ms, measured.backward_cold_ms, recomputes ? 0 : after);
+      costs.recompute_ms += charged(measured.recompute_ms, measured.recompute_cold_ms, before);
+      costs.backward_ms += charged(measured.backward_ms, measured.backward_cold_ms, after);
       before += PassBytes(profile, k, micro_batch);
       // What the graph keeps (every segment's, for each micro-batch held) and the backward's
       // working memory on top (one segment's at a time). A profile without the split (written

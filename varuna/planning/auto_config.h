@@ -22,11 +22,10 @@
 //   - the cache: where the profile has a segment's cold times (SegmentMeasurement::
 //     forward_cold_ms) and the cache's size, each of its F, R and B is charged the warm time
 //     plus ColdShare of the cold time's excess for what ran since the last pass over the
-//     segment's data, as a stage runs its segments forwards in order and backwards in reverse:
-//     before F (and before R where R prices a graph-keeping forward) the stage's segments
-//     before it; before a recompute those after it; before B nothing on a stage that
-//     recomputes (its R just ran), those after it where forwards keep their graphs (a
-//     segment's pass bytes: 2 x its parameters in the profile's dtype, plus its graph at b);
+//     segment's data, as a stage runs a task over its segments, forwards and recomputes in
+//     order and backwards in reverse: before F and R the stage's segments before it, before B
+//     those after it (a segment's pass bytes: 2 x its parameters in the profile's dtype, plus
+//     its graph at b);
 //   - memory: a stage's static bytes are its segments' state_bytes, its graph the sum of its
 //     segments' graph_memory_bytes (activation_memory_bytes where a profile lacks it), its
 //     working memory the largest of its segments' activation_memory_bytes - graph_memory_bytes
@@ -101,7 +100,7 @@ struct Candidate {
 // 2.9 ms cold), where training has run the stage's other segments in between
 // (docs/profiling.md, "The cache"). Other processes on the same host are not counted (on the
 // CPU, counting them put the two-stage pipeline's prediction at micro-batch 1 3.9% and 5.4%
-// over, with each segment charged for the rest of its stage).
+// over, with each segment then charged for the whole rest of its stage).
 double ColdShare(int64_t streamed_bytes, int64_t cache_bytes);
 
 // The contiguous split of segments with `cost` (one entry per segment, >= 0) into `parts`

@@ -46,9 +46,9 @@
 // (CacheEvictor::WorthEvicting: from 8 MiB to twice the cache), timed_passes more passes with
 // the cache emptied before each of F, R and B (the emptying untimed): forward_cold_ms,
 // recompute_cold_ms, backward_cold_ms. A segment run alone finds its weights where its last
-// pass left them; inside a stage, the other segments (on a CPU host also the other ranks) stream
-// theirs through the cache in between, and the simulator charges the share of the difference
-// that their bytes evict (auto_config.h: ColdShare). The profile's cache_bytes is the cache's
+// pass left them; inside a stage, the stage's other segments stream theirs through the cache in
+// between, and the simulator charges the share of the difference that their bytes evict
+// (auto_config.h: ColdShare). The profile's cache_bytes is the cache's
 // size.
 //   output_bytes  bytes of the segment's output (0 for the last segment);
 //   stash_bytes   bytes of its input: the input tensors for segment 0, the input activation
@@ -149,8 +149,8 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
 // missing from any round (it ran out of memory there) is left out. Per segment, gradient_ms,
 // bucket_ms and optimizer_ms are the medians of the rounds' that measured them (all three 0: out of
 // memory there; none: 0), and parameter_count and state_bytes the first round's. Everything else
-// (model, device, dtype, cache_bytes, curves, joins) is the first round's. InvalidArgument for no rounds, or
-// rounds of different segment counts. Also combines separate profiles of one model (as
+// (model, device, dtype, cache_bytes, curves, joins) is the first round's. InvalidArgument for no
+// rounds, or rounds of different segment counts. Also combines separate profiles of one model (as
 // simulator_accuracy does).
 absl::StatusOr<Profile> MedianOfRounds(const std::vector<Profile>& rounds);
 

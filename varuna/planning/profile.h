@@ -43,13 +43,13 @@ struct SegmentMeasurement {
   double backward_spread_ms = 0;
   double recompute_spread_ms = 0;
   // The same three medians with the device's last-level cache emptied before each pass
-  // (CacheEvictor), as training finds a segment's weights and graph after the other segments
-  // of its stage (and, on a CPU, the other ranks on its host) have streamed theirs through the
-  // cache. Measured where the segment's pass bytes could stay in the cache between the warm
-  // passes (CacheEvictor::WorthEvicting); 0 elsewhere and in profiles written before they were
-  // measured (2026-11-27), meaning the warm times apply. JSON "forward_cold_ms",
-  // "backward_cold_ms", "recompute_cold_ms": written where measured, optional on read. How much
-  // of the difference a stage is charged is the simulator's (auto_config.h: ColdShare).
+  // (CacheEvictor), as training can find a segment's weights and graph after the other
+  // segments of its stage have streamed theirs through the cache. Measured where the segment's pass
+  // bytes could stay in the cache between the warm passes (CacheEvictor::WorthEvicting); 0
+  // elsewhere and in profiles written before they were measured (2026-11-27), meaning the warm
+  // times apply. JSON "forward_cold_ms", "backward_cold_ms", "recompute_cold_ms": written where
+  // measured, optional on read. How much of the difference a stage is charged is the simulator's
+  // (auto_config.h: ColdShare).
   double forward_cold_ms = 0;
   double backward_cold_ms = 0;
   double recompute_cold_ms = 0;

@@ -819,25 +819,35 @@ TEST(SimulatorTermsTest, AGraphKeepingStageChargesWhatRunsBetweenASegmentsPasses
   }
 }
 
-TEST(SimulatorTermsTest, ARecomputingStagesBackwardFollowsItsOwnRecompute) {
-  // Four segments on two ranks of one CPU host, P = 2: stages {0, 1} and {2, 3}. Stage 0
-  // recomputes: F of its second segment follows its first (ShareAfter(1)), R of its first
-  // follows the second's R and B (ShareAfter(1)), and every B follows its own R (warm). The
-  // last stage keeps its graphs (R priced as the graph forward and B as in the test above).
-  // The other rank's stream is not counted.
+TEST(SimulatorTermsTest, ARecomputingStageRunsItsSegmentsInOrderAndBackwardsInReverse) {
+  // Four segments on two ranks of one CPU host, P = 2: stages {0, 1} and {2, 3}, the second
+  // segment of each with three times the first's graph (1 and 3 MiB at micro-batch 2). Stage 0
+  // recomputes. Each task runs over the stage's segments (pipeline/stage_executor.cc): F and R
+  // in order, so the second segment's F and R follow the first's bytes; B in reverse, so the
+  // first segment's B follows the second's. The other rank's stream is not counted.
+  Profile profile = WithColdTimes(4, "cpu");
+  for (int k = 0; k < 4; ++k) {
+    profile.compute[k].at(2).activation_memory_bytes = int64_t{k % 2 == 0 ? 1 : 3} << 20;
+  }
   absl::StatusOr<std::vector<Candidate>> result =
-      SearchConfigurations(WithColdTimes(4, "cpu"), Cluster(1, 2), Options(8));
+      SearchConfigurations(profile, Cluster(1, 2), Options(8));
   ASSERT_TRUE(result.ok()) << result.status();
   const auto two_stages = std::find_if(result->begin(), result->end(),
                                        [](const Candidate& c) { return c.pipeline_stages == 2; });
   ASSERT_NE(two_stages, result->end());
   ASSERT_EQ(two_stages->stages[0].last, 1);
-  const double f = 2 * 1 + ShareAfter(1) * 0.5;
-  const double r = 2 * 5 + ShareAfter(1) * 2;
-  const double b = 2 * 2;
+  const int64_t params = 2 * 1000 * 4;
+  const double after_first = ColdShare(params + (int64_t{1} << 20), int64_t{5} << 20);
+  const double after_second = ColdShare(params + (int64_t{3} << 20), int64_t{5} << 20);
+  ASSERT_GT(after_second, after_first);
+  const double f = 2 * 1 + after_first * 0.5;
+  const double r = 2 * 5 + after_first * 2;
+  const double b = 2 * 2 + after_second * 1;
   // A forward that keeps its graph (no recompute of its micro-batch) is priced as R.
   const std::vector<Task> tasks =
       BuildSchedule(ScheduleKind::kVaruna, 2, two_stages->num_micro_batches, 0);
+  ASSERT_TRUE(std::any_of(tasks.begin(), tasks.end(),
+                          [](const Task& t) { return t.kind == TaskKind::kRecompute; }));
   double expected = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     switch (tasks[i].kind) {
@@ -853,8 +863,9 @@ TEST(SimulatorTermsTest, ARecomputingStagesBackwardFollowsItsOwnRecompute) {
     }
   }
   EXPECT_NEAR(two_stages->simulation.stage_busy_ms[0], expected, 1e-9);
-  EXPECT_NEAR(two_stages->simulation.stage_busy_ms[1],
-              two_stages->num_micro_batches * (2 * (5.0 + 2.0) + ShareAfter(1) * (2 + 1)), 1e-9);
+  // The last stage keeps its graphs: R prices its forwards.
+  EXPECT_NEAR(two_stages->simulation.stage_busy_ms[1], two_stages->num_micro_batches * (r + b),
+              1e-9);
 }
 
 // One micro-batch over two stages: F0, the hop, F1 (graph) + B1, the hop back, B0 (R0 runs while
