@@ -115,6 +115,13 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
   input.schedule = schedule;
   input.num_micro_batches = num_micro_batches;
   const int num_stages = static_cast<int>(stages.size());
+  // A pass's warm time, plus the share of its cold excess that `streamed` bytes since the last
+  // pass over the segment's data evict (a cold time under the warm one is the host's noise:
+  // nothing added).
+  auto charged = [&profile](double warm, double cold, int64_t streamed) {
+    if (cold <= 0) return warm;
+    return warm + ColdShare(streamed, profile.cache_bytes) * std::max(0.0, cold - warm);
+  };
   for (int s = 0; s < num_stages; ++s) {
     const SegmentRange& range = stages[s];
     // What runs between two passes over one segment's data, as a stage runs a task over all of
@@ -137,18 +144,12 @@ absl::StatusOr<SimulationInput> BuildInput(const Profile& profile, const Cluster
     std::vector<SegmentMemory> segments;
     for (int k = range.first; k <= range.last; ++k) {
       const SegmentMeasurement& measured = profile.compute[k].at(micro_batch);
-      after -= PassBytes(profile, k, micro_batch);
-      // Warm, plus the share of the cold excess that the stream since the last pass over the
-      // segment's data evicts (a cold time under the warm one is the host's noise: nothing
-      // added).
-      auto charged = [&](double warm, double cold, int64_t streamed) {
-        if (cold <= 0) return warm;
-        return warm + ColdShare(streamed, profile.cache_bytes) * std::max(0.0, cold - warm);
-      };
+      const int64_t pass_bytes = PassBytes(profile, k, micro_batch);
+      after -= pass_bytes;
       costs.forward_ms += charged(measured.forward_ms, measured.forward_cold_ms, before);
       costs.recompute_ms += charged(measured.recompute_ms, measured.recompute_cold_ms, before);
       costs.backward_ms += charged(measured.backward_ms, measured.backward_cold_ms, after);
-      before += PassBytes(profile, k, micro_batch);
+      before += pass_bytes;
       // What the graph keeps (every segment's, for each micro-batch held) and the backward's
       // working memory on top (one segment's at a time). A profile without the split (written
       // before it was measured) counts each segment's whole peak as kept.

@@ -74,6 +74,8 @@ class SegmentProfiler {
 
   void set_total(int pairs) { total_pairs_ = pairs; }
   void set_round(int round) { round_ = round; }
+  // The size of the cache the cold passes empty (Profile::cache_bytes).
+  int64_t cache_bytes() const { return evictor_.cache_bytes(); }
 
  private:
   std::shared_ptr<StageModule> Build(int k) const {
@@ -494,7 +496,6 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
   profile.device = existing ? existing->device : options.device.str();
   profile.dtype = dtype;
   profile.num_segments = num_segments;
-  profile.cache_bytes = CacheEvictor(options.device).cache_bytes();
   profile.statics.resize(static_cast<size_t>(num_segments));
   profile.compute.resize(static_cast<size_t>(num_segments));
 
@@ -515,6 +516,7 @@ absl::StatusOr<Profile> ProfileSegments(const StageBuilder& builder, int num_seg
   }
   SegmentProfiler profiler(builder, num_segments, inputs, options);
   profiler.set_total(total * options.rounds);
+  profile.cache_bytes = profiler.cache_bytes();
   std::vector<Profile> rounds;
   for (int round = 0; round < options.rounds; ++round) {
     profiler.set_round(round);
