@@ -194,6 +194,11 @@ struct TrainerArguments {
   // op (varuna/kernels/bias_dropout_add_layer_norm.h, llm.c's fused residual forward). Megatron
   // has no such flag; the name follows --bias-dropout-fusion. The same model either way.
   bool bias_dropout_add_layernorm_fusion = true;
+  // With --bias-dropout-fusion: the MLP as one op, its bias + GeLU in c_fc's GEMM epilogue and
+  // the GeLU and bias gradients in the backward GEMM's (varuna/kernels/gelu_mlp.h; cuBLASLt on
+  // CUDA in fp16/bf16). Off by default until a GPU has measured it; Megatron has no such flag
+  // (Transformer Engine's LayerNormMLP does the same). Not with --fp8-format.
+  bool bias_gelu_gemm_fusion = false;
   // Megatron's FP8 flags (trainer/fp8_flags.h): --fp8-format=hybrid|e4m3 (empty: off), the
   // amax history length (Megatron's default 1), its compute algorithm (most_recent or max) and
   // the margin. Read into a recipe by Fp8RecipeFromFlags.

@@ -119,6 +119,11 @@ void ReportEngine(const TrainerArguments& a, const GptEngine& gpt, RunReport& re
   report.Info(a.bias_dropout_fusion
                   ? "> residual adds: bias, dropout and add fused (--bias-dropout-fusion)"
                   : "> residual adds: unfused linear + dropout + add (--no-bias-dropout-fusion)");
+  if (a.bias_gelu_gemm_fusion) {
+    report.Info(
+        "> MLP: bias + GeLU in the first GEMM's epilogue, their gradients in the backward GEMM's "
+        "(--bias-gelu-gemm-fusion; cuBLASLt on a GPU in fp16/bf16)");
+  }
 }
 
 // What --profile has to say (trainer/step_profiler.h): in the log, and on stderr on the ranks

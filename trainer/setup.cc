@@ -512,6 +512,7 @@ gpt2::Gpt2ExecutionOptions TrainerExecutionOptions(const TrainerArguments& a) {
   execution.gradient_accumulation_fusion = a.gradient_accumulation_fusion;
   execution.bias_dropout_fusion = a.bias_dropout_fusion;
   execution.bias_dropout_add_layernorm_fusion = a.bias_dropout_add_layernorm_fusion;
+  execution.bias_gelu_gemm_fusion = a.bias_gelu_gemm_fusion;
   // Checked by ParseArguments; off (nullopt) without --fp8-format.
   execution.fp8 = Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo,
                                      a.fp8_margin, /*others_given=*/false)

@@ -52,9 +52,10 @@ Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint6
   auto layers = register_module("h", std::make_shared<torch::nn::Module>("Layers"));
   for (int i = range.first; i <= range.last; ++i) {
     layers_.push_back(layers->register_module(
-        std::to_string(i), std::make_shared<TransformerLayer>(
-                               config, execution.attention, execution.bias_dropout_fusion,
-                               execution.bias_dropout_add_layernorm_fusion)));
+        std::to_string(i),
+        std::make_shared<TransformerLayer>(
+            config, execution.attention, execution.bias_dropout_fusion,
+            execution.bias_dropout_add_layernorm_fusion, execution.bias_gelu_gemm_fusion)));
   }
   if (execution.fp8) {
     for (auto& [name, linear] : Fp8Linears()) linear->EnableFp8(*execution.fp8);

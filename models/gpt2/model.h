@@ -72,6 +72,13 @@ struct Gpt2ExecutionOptions {
   // (varuna::kernels::BiasDropoutAddLayerNorm; --bias-dropout-add-layernorm-fusion, on by
   // default). The same function: bitwise on the CPU, the same dropout masks on CUDA.
   bool bias_dropout_add_layernorm_fusion = true;
+  // With bias_dropout_fusion: the MLP as one op with its bias + GeLU in c_fc's GEMM epilogue and
+  // the GeLU and bias gradients in the backward GEMM's (varuna::kernels::GeluMlp, cuBLASLt's
+  // GELU_AUX_BIAS and DGELU_BGRAD on CUDA in fp16/bf16; --bias-gelu-gemm-fusion, off by default
+  // until measured on a GPU). The same function: bitwise in float32 (the reference runs the
+  // unfused ops); in fp16/bf16 the GeLU's input is kept rounded to the dtype. FP8 linears
+  // (`fp8` set) take precedence: the MLP then runs unfused.
+  bool bias_gelu_gemm_fusion = false;
   // FP8 (Megatron's --fp8-format): set, the four linears of every layer compute in FP8 with
   // this delayed-scaling recipe (varuna::kernels::Fp8Linear); the embeddings, LayerNorms,
   // attention's softmax and the LM head stay in the model's dtype. Each linear's state (amax

@@ -8,6 +8,7 @@
 #include "varuna/kernels/bias_dropout_add.h"
 #include "varuna/kernels/bias_dropout_add_layer_norm.h"
 #include "varuna/kernels/bias_gelu.h"
+#include "varuna/kernels/gelu_mlp.h"
 #include "varuna/kernels/layer_norm.h"
 
 namespace gpt2 {
@@ -109,7 +110,16 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
   return Linear(*params.c_proj, context, c_proj_bias);
 }
 
-torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bias_add) {
+torch::Tensor Mlp(MlpParams& params, const torch::Tensor& x, bool skip_bias_add,
+                  bool gemm_epilogues) {
+  TORCH_CHECK(!gemm_epilogues || skip_bias_add,
+              "Mlp: the GEMM epilogues' MLP leaves c_proj's bias to the caller; pass "
+              "skip_bias_add");
+  if (gemm_epilogues && params.c_fc->fp8_meta() == nullptr &&
+      params.c_proj->fp8_meta() == nullptr) {
+    return varuna::kernels::GeluMlp(x, params.c_fc->weight, params.c_fc->bias,
+                                    params.c_proj->weight);
+  }
   const torch::Tensor inner =
       varuna::kernels::BiasGelu(Linear(*params.c_fc, x, torch::Tensor()), params.c_fc->bias);
   return Linear(*params.c_proj, inner, skip_bias_add ? torch::Tensor() : params.c_proj->bias);
@@ -117,11 +127,13 @@ torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bia
 
 TransformerLayer::TransformerLayer(const Gpt2Config& config,
                                    varuna::kernels::AttentionBackend attention_backend,
-                                   bool bias_dropout_fusion, bool bias_dropout_add_layernorm_fusion)
+                                   bool bias_dropout_fusion, bool bias_dropout_add_layernorm_fusion,
+                                   bool bias_gelu_gemm_fusion)
     : torch::nn::Module("TransformerLayer"),
       attention_backend_(attention_backend),
       bias_dropout_fusion_(bias_dropout_fusion),
       bias_dropout_add_layernorm_fusion_(bias_dropout_fusion && bias_dropout_add_layernorm_fusion),
+      bias_gelu_gemm_fusion_(bias_dropout_fusion && bias_gelu_gemm_fusion),
       num_heads_(config.num_attention_heads),
       hidden_dropout_(config.hidden_dropout),
       attention_dropout_(config.attention_dropout),
@@ -161,7 +173,8 @@ torch::Tensor TransformerLayer::Forward(const torch::Tensor& x, const torch::Ten
                                         training);
     normalized = LayerNorm(*ln_2, y, layernorm_epsilon_);
   }
-  const torch::Tensor mlp_out = Mlp(*mlp, normalized, /*skip_bias_add=*/true);
+  const torch::Tensor mlp_out =
+      Mlp(*mlp, normalized, /*skip_bias_add=*/true, bias_gelu_gemm_fusion_);
   return varuna::kernels::BiasDropoutAdd(mlp_out, mlp->c_proj->bias, y, hidden_dropout_, training);
 }
 

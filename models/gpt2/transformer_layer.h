@@ -118,17 +118,22 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
 
 // c_proj(gelu_tanh(c_fc(x))) for x [b, s, h], the bias and GeLU fused
 // (varuna::kernels::BiasGelu); returns [b, s, h], before the residual dropout; without c_proj's
-// bias when `skip_bias_add`.
-torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bias_add = false);
+// bias when `skip_bias_add`. With `gemm_epilogues` (which needs `skip_bias_add`), and unless the
+// linears are FP8, the whole MLP is varuna::kernels::GeluMlp (bias + GeLU in the GEMMs).
+torch::Tensor Mlp(MlpParams& params, const torch::Tensor& x, bool skip_bias_add = false,
+                  bool gemm_epilogues = false);
 
 class TransformerLayer : public torch::nn::Module {
  public:
   // Registers ln_1, attn, ln_2, mlp (uninitialised) for `config`, which must be valid; causal
   // attention runs on `attention_backend`; `bias_dropout_fusion` selects the fused residual
   // adds, and with it `bias_dropout_add_layernorm_fusion` the fused attention residual add +
-  // ln_2 (the parameters and their names are the same either way).
+  // ln_2, and with it `bias_gelu_gemm_fusion` the MLP as one op with its bias + GeLU in the
+  // GEMMs' epilogues (varuna::kernels::GeluMlp; not while its linears are FP8). The parameters
+  // and their names are the same either way.
   TransformerLayer(const Gpt2Config& config, varuna::kernels::AttentionBackend attention_backend,
-                   bool bias_dropout_fusion = true, bool bias_dropout_add_layernorm_fusion = true);
+                   bool bias_dropout_fusion = true, bool bias_dropout_add_layernorm_fusion = true,
+                   bool bias_gelu_gemm_fusion = false);
 
   // x [b, s, h] -> [b, s, h]. `mask` as for SelfAttention (undefined: causal). Dropout follows
   // is_training().
@@ -143,6 +148,7 @@ class TransformerLayer : public torch::nn::Module {
   varuna::kernels::AttentionBackend attention_backend_;
   bool bias_dropout_fusion_;
   bool bias_dropout_add_layernorm_fusion_;  // and bias_dropout_fusion_
+  bool bias_gelu_gemm_fusion_;              // and bias_dropout_fusion_
   int64_t num_heads_;
   double hidden_dropout_;
   double attention_dropout_;

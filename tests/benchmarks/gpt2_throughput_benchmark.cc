@@ -121,6 +121,7 @@ struct Flags {
   bool gradient_accumulation_fusion = true;
   bool bias_dropout_fusion = true;
   bool bias_dropout_add_layernorm_fusion = true;
+  bool bias_gelu_gemm_fusion = false;
   bool sweep_micro_batch = false;
   std::string fp8_format;  // pretrain_gpt2's --fp8-format ("": off)
   bool fp8_compare = false;
@@ -167,6 +168,9 @@ void Register(varuna::FlagParser& parser, Flags& f) {
   parser.Add("bias-dropout-add-layernorm-fusion", &f.bias_dropout_add_layernorm_fusion,
              "pretrain_gpt2's --bias-dropout-add-layernorm-fusion (on by default, with "
              "--bias-dropout-fusion): the attention residual add and ln_2 in one op");
+  parser.Add("bias-gelu-gemm-fusion", &f.bias_gelu_gemm_fusion,
+             "pretrain_gpt2's --bias-gelu-gemm-fusion (off by default, with "
+             "--bias-dropout-fusion): the MLP's bias + GeLU in cuBLASLt's GEMM epilogues");
   parser.Add("fp8-format", &f.fp8_format,
              "pretrain_gpt2's --fp8-format: hybrid or e4m3 in the four linears of each layer "
              "(Megatron's amax history 1, most_recent); off when not given");
@@ -207,6 +211,7 @@ struct Options {
   bool gradient_accumulation_fusion = true;
   bool bias_dropout_fusion = true;
   bool bias_dropout_add_layernorm_fusion = true;
+  bool bias_gelu_gemm_fusion = false;
   bool sweep_micro_batch = false;
   std::optional<varuna::kernels::Fp8Recipe> fp8;
   bool fp8_compare = false;
@@ -267,6 +272,7 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   o.gradient_accumulation_fusion = f.gradient_accumulation_fusion;
   o.bias_dropout_fusion = f.bias_dropout_fusion;
   o.bias_dropout_add_layernorm_fusion = f.bias_dropout_add_layernorm_fusion;
+  o.bias_gelu_gemm_fusion = f.bias_gelu_gemm_fusion;
   o.sweep_micro_batch = f.sweep_micro_batch;
   absl::StatusOr<std::optional<varuna::kernels::Fp8Recipe>> fp8 =
       trainer::Fp8RecipeFromFlags(f.fp8_format, 1, "most_recent", 0, /*others_given=*/false);
@@ -473,6 +479,7 @@ absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
   options.execution.gradient_accumulation_fusion = o.gradient_accumulation_fusion;
   options.execution.bias_dropout_fusion = o.bias_dropout_fusion;
   options.execution.bias_dropout_add_layernorm_fusion = o.bias_dropout_add_layernorm_fusion;
+  options.execution.bias_gelu_gemm_fusion = o.bias_gelu_gemm_fusion;
   options.execution.fp8 = o.fp8;
   options.deterministic = deterministic;
   options.seed = static_cast<uint64_t>(o.seed);

@@ -18,6 +18,7 @@
 #include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +46,7 @@
 #include "varuna/kernels/causal_softmax.h"
 #include "varuna/kernels/fp8_linear.h"
 #include "varuna/kernels/fused_adam.h"
+#include "varuna/kernels/gelu_mlp.h"
 #include "varuna/kernels/layer_norm.h"
 #include "varuna/kernels/lm_head_cross_entropy.h"
 #include "varuna/kernels/multi_tensor.h"
@@ -702,6 +704,48 @@ absl::Status WeightGradientRows(const c10::Device& device, at::ScalarType dtype,
   return absl::OkStatus();
 }
 
+// The MLP (--bias-gelu-gemm-fusion): GeluMlp against the composition the model runs without it
+// (at::linear, BiasGelu, at::linear), forward + backward. Checked first: the two agree to the
+// dtype's rounding.
+absl::Status GeluMlpRows(const c10::Device& device, at::ScalarType dtype, int64_t tokens,
+                         int64_t hidden, int iterations) {
+  const at::TensorOptions options = at::TensorOptions().device(device);
+  const auto leaf = [&](at::IntArrayRef shape, double scale) {
+    return (at::randn(shape, options) * scale).to(dtype).requires_grad_(true);
+  };
+  const at::Tensor x = leaf({tokens, hidden}, 1.0);
+  const at::Tensor fc_weight = leaf({4 * hidden, hidden}, 1.0 / std::sqrt(hidden));
+  const at::Tensor fc_bias = leaf({4 * hidden}, 0.1);
+  const at::Tensor proj_weight = leaf({hidden, 4 * hidden}, 0.5 / std::sqrt(hidden));
+  const at::Tensor grad = at::randn({tokens, hidden}, options).to(dtype);
+  const auto unfused = [&] {
+    return at::linear(varuna::kernels::BiasGelu(at::linear(x, fc_weight), fc_bias), proj_weight);
+  };
+  const auto fused = [&] { return varuna::kernels::GeluMlp(x, fc_weight, fc_bias, proj_weight); };
+  const auto gradients = [&](const std::function<at::Tensor()>& mlp) {
+    const std::vector<at::Tensor> inputs = {x, fc_weight, fc_bias, proj_weight};
+    return torch::autograd::grad({mlp()}, inputs, {grad});
+  };
+  const std::vector<at::Tensor> want = gradients(unfused);
+  const std::vector<at::Tensor> got = gradients(fused);
+  const char* names[] = {"dx", "d_fc_weight", "d_fc_bias", "d_proj_weight"};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double error =
+        (got[i].to(at::kFloat) - want[i].to(at::kFloat)).abs().max().item<double>() /
+        (want[i].to(at::kFloat).abs().max().item<double>() + 1e-12);
+    if (!(error < 5e-2)) {
+      return absl::InternalError(absl::StrFormat(
+          "GeluMlp's %s differs from the unfused MLP's by %g of its magnitude", names[i], error));
+    }
+  }
+  const std::string shape = absl::StrFormat("[%d, %d] x %d", tokens, hidden, 4 * hidden);
+  std::printf("| %s | linear + BiasGelu + linear | %.3f |\n", shape.c_str(),
+              TimeMs(device, iterations, [&] { gradients(unfused); }));
+  std::printf("| %s | GeluMlp | %.3f |\n", shape.c_str(),
+              TimeMs(device, iterations, [&] { gradients(fused); }));
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   Options options;
   varuna::FlagParser parser;
@@ -799,6 +843,20 @@ int Main(int argc, char** argv) {
     const int64_t hidden = options.quick ? h / 256 * 16 : h;  // multiples of 16
     const absl::Status status =
         Fp8LinearRows(device, dtypes.at(options.dtype), tokens, hidden, options.iterations);
+    if (!status.ok()) {
+      std::fprintf(stderr, "kernel_benchmark: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
+  }
+  // The MLP with its bias + GeLU in the GEMM epilogues (--bias-gelu-gemm-fusion) against the
+  // unfused one, for the same blocks.
+  std::printf(
+      "\n| mlp [tokens, hidden] x 4 hidden | path | forward + backward ms |\n|---|---|---|\n");
+  for (int64_t h : {int64_t{1024}, int64_t{1600}}) {
+    const int64_t tokens = options.quick ? 64 : 8 * 1024;
+    const int64_t hidden = options.quick ? h / 16 : h;
+    const absl::Status status =
+        GeluMlpRows(device, dtypes.at(options.dtype), tokens, hidden, options.iterations);
     if (!status.ok()) {
       std::fprintf(stderr, "kernel_benchmark: %s\n", std::string(status.message()).c_str());
       return 1;

@@ -387,13 +387,14 @@ phase_throughput() {
 # table) once per variant, then each variant's tokens/s against the unfused baseline (every
 # fusion off) and against the default (every fusion on). Each no_* variant is the default with
 # one switch off, so default / no_X is what switch X alone is worth (no_bias_dropout also turns
-# off the bias-dropout-add-LayerNorm fusion, which needs it).
+# off the bias-dropout-add-LayerNorm fusion, which needs it); gelu_gemm is the default plus the
+# MLP's GEMM epilogues (--bias-gelu-gemm-fusion, off by default until measured).
 phase_fusions() {
   local preset=${1:-gpt2-355m}
   local common=(--preset="$preset" --dtype=bf16 --batch-size=16 --chunk-size=8 --steps=30
     --warmup-steps=5 --profile-ops)
   local variants=(unfused default no_fused_ce no_grad_accum_fusion no_bias_dropout_add_ln
-    no_bias_dropout fp8)
+    no_bias_dropout gelu_gemm fp8)
   local -A flags=(
     [unfused]="--no-bias-dropout-fusion --no-bias-dropout-add-layernorm-fusion --no-cross-entropy-loss-fusion --no-gradient-accumulation-fusion"
     [default]=""
@@ -401,6 +402,7 @@ phase_fusions() {
     [no_grad_accum_fusion]="--no-gradient-accumulation-fusion"
     [no_bias_dropout_add_ln]="--no-bias-dropout-add-layernorm-fusion"
     [no_bias_dropout]="--no-bias-dropout-fusion"
+    [gelu_gemm]="--bias-gelu-gemm-fusion"
     [fp8]="--fp8-format=hybrid")
   local v
   for v in "${variants[@]}"; do

@@ -149,6 +149,23 @@ TEST(JobShapeTest, BiasDropoutAddLayerNormFusionNeedsBiasDropoutFusion) {
       Parsed({"--no-bias-dropout-add-layernorm-fusion"}).bias_dropout_add_layernorm_fusion);
 }
 
+// The MLP's GEMM-epilogue fusion: off by default; it needs --bias-dropout-fusion (c_proj's bias
+// is added there) and refuses FP8 (whose GEMMs have no GeLU epilogue), each naming the fix.
+TEST(JobShapeTest, BiasGeluGemmFusionIsOffByDefaultAndNeedsBiasDropoutFusionWithoutFp8) {
+  EXPECT_FALSE(Parsed({}).bias_gelu_gemm_fusion);
+  EXPECT_TRUE(Parsed({"--bias-gelu-gemm-fusion"}).bias_gelu_gemm_fusion);
+  EXPECT_FALSE(Parsed({"--no-bias-gelu-gemm-fusion"}).bias_gelu_gemm_fusion);
+  EXPECT_THAT(ParseError({"--no-bias-dropout-fusion", "--bias-gelu-gemm-fusion"}),
+              HasSubstr("--bias-gelu-gemm-fusion needs --bias-dropout-fusion (the fused MLP "
+                        "leaves c_proj's bias to that op), but --no-bias-dropout-fusion was "
+                        "given: drop --no-bias-dropout-fusion, or drop --bias-gelu-gemm-fusion"));
+  EXPECT_THAT(ParseError({"--bias-gelu-gemm-fusion", "--fp8-format=hybrid"}),
+              HasSubstr("--bias-gelu-gemm-fusion and --fp8-format=hybrid exclude each other"));
+  EXPECT_THAT(ParseError({"--bias-gelu-gemm-fusion", "--deterministic"}),
+              HasSubstr("--bias-gelu-gemm-fusion and --deterministic: cuBLASLt's bias-gradient "
+                        "epilogue has not been shown repeatable on a GPU yet"));
+}
+
 // Megatron's arguments.py: iteration- and sample-based forms do not mix; a warmup is a
 // fraction or a count.
 TEST(JobShapeTest, MegatronsRulesForTheScheduleFlags) {

@@ -176,6 +176,21 @@ TEST_F(PretrainGpt2Test, BiasDropoutAddLayerNormFusionTrainsAsTheSeparateOps) {
   ExpectSameTraining(separate, fused, 0.0);
 }
 
+// --bias-gelu-gemm-fusion against the default (unfused MLP), with dropout: on the CPU the fused
+// MLP's reference runs the unfused ops, so in float32 the runs log the same losses, digit for
+// digit.
+TEST_F(PretrainGpt2Test, BiasGeluGemmFusionTrainsAsTheUnfusedMlp) {
+  const auto common =
+      Plus(TinyModel(), {"--train-iters=15", "--hidden-dropout=0.1", "--attention-dropout=0.1"});
+  Result unfused = Run(common, "unfused");
+  Result fused = Run(Plus(common, {"--bias-gelu-gemm-fusion"}), "fused");
+  for (const Result* r : {&unfused, &fused}) ASSERT_EQ(r->exit.code, 0) << Describe(*r);
+  EXPECT_THAT(fused.exit.output, HasSubstr("> MLP: bias + GeLU in the first GEMM's epilogue"));
+  EXPECT_THAT(unfused.exit.output, Not(HasSubstr("> MLP:")));
+  EXPECT_EQ(Losses(fused), Losses(unfused));
+  ExpectSameTraining(unfused, fused, 0.0);
+}
+
 // --attention-backend: LibTorch's scaled_dot_product_attention computes the same model as the
 // fused causal softmax (the CPU default under auto), so without dropout the losses agree.
 TEST_F(PretrainGpt2Test, SdpaAttentionTrainsAsTheFusedSoftmax) {

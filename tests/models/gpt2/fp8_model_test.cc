@@ -144,6 +144,33 @@ TEST_F(Fp8ModelTest, Bf16ModelRunsFp8Linears) {
   }
 }
 
+// FP8 linears take precedence over the MLP's GEMM-epilogue fusion (whose GEMMs are not FP8):
+// with both asked for, the model runs exactly the FP8 model, state included.
+TEST_F(Fp8ModelTest, Fp8LinearsTakePrecedenceOverTheGeluGemmFusion) {
+  const Gpt2Config config = Fp8Config();
+  const varuna::TensorMap batch = testing::RandomBatch(config, 2, config.seq_length, 17);
+  Gpt2ExecutionOptions both = Fp8Execution(varuna::kernels::Fp8Format::kHybrid);
+  both.bias_gelu_gemm_fusion = true;
+  Gpt2Stage fp8(config, {0, 1}, 5, Fp8Execution(varuna::kernels::Fp8Format::kHybrid));
+  Gpt2Stage fused(config, {0, 1}, 5, both);
+  const at::Tensor a = fp8.Forward({}, batch);
+  const at::Tensor b = fused.Forward({}, batch);
+  EXPECT_EQ(b.item<double>(), a.item<double>());
+  a.backward();
+  b.backward();
+  const auto fused_parameters = fused.named_parameters();
+  for (const auto& item : fp8.named_parameters()) {
+    EXPECT_TRUE(at::equal(fused_parameters[item.key()].grad(), item.value().grad())) << item.key();
+  }
+  const auto fused_state = fused.named_state();
+  const auto fp8_state = fp8.named_state();
+  ASSERT_EQ(fused_state.size(), fp8_state.size());
+  for (size_t i = 0; i < fp8_state.size(); ++i) {
+    EXPECT_EQ(fused_state[i].first, fp8_state[i].first);
+    EXPECT_TRUE(at::equal(fused_state[i].second, fp8_state[i].second)) << fp8_state[i].first;
+  }
+}
+
 // The scale after the update is fp8_max / amax of the step (most_recent, margin 0), per role;
 // a recomputed forward (the same micro-batch again, as Varuna's schedule runs it) records the
 // same amaxes, so recomputation changes nothing.
