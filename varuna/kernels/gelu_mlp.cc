@@ -1,10 +1,12 @@
 #include "varuna/kernels/gelu_mlp.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "varuna/kernels/argument_checks.h"
@@ -81,9 +83,18 @@ void CheckCublas(cublasStatus_t status, const char* op, const char* call) {
               " failed: ", cublasLtGetStatusString(status));
 }
 
+// The largest power of two up to 256 that divides the address: the alignment cuBLASLt may
+// assume of a buffer (its preference defaults to 256 bytes, which a view need not have).
+uint32_t AlignmentBytes(const void* pointer) {
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
 // One cuBLASLt GEMM with an epilogue, in cuBLAS's column-major terms: D [m, n] (ld m) =
 // epilogue(op(A) op(B)), A and B of x's dtype, fp32 compute. Returns false, having run nothing,
-// where cuBLASLt offers no algorithm.
+// where cuBLASLt supports no algorithm for it; any other failure throws.
 struct EpilogueGemm {
   cublasOperation_t trans_a;
   cublasOperation_t trans_b;
@@ -150,12 +161,25 @@ bool RunEpilogueGemm(const EpilogueGemm& g, at::ScalarType dtype, const at::Tens
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes, sizeof(workspace_bytes)),
       op, "cublasLtMatmulPreferenceSetAttribute");
+  for (const auto& [attribute, pointer] :
+       {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.a},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.b},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<const void*>(g.d)},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<const void*>(g.d)}}) {
+    const uint32_t alignment = AlignmentBytes(pointer);
+    CheckCublas(
+        cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof(alignment)),
+        op, "cublasLtMatmulPreferenceSetAttribute");
+  }
 
   cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle, desc, a_layout, b_layout, d_layout, d_layout, preference, 1, &heuristic, &found);
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    CheckCublas(status, op, "cublasLtMatmulAlgoGetHeuristic");
+  }
   if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
     const float alpha = 1.0f;
     const float beta = 0.0f;
@@ -172,7 +196,7 @@ bool RunEpilogueGemm(const EpilogueGemm& g, at::ScalarType dtype, const at::Tens
 // Half-precision CUDA tensors whose [M, F] aux buffer cuBLASLt can take (ld F, a multiple of 8).
 bool TakesEpilogueGemm(const at::Tensor& x, int64_t features) {
   return x.is_cuda() && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) &&
-         features % 8 == 0;
+         features > 0 && features % 8 == 0;
 }
 #endif  // VARUNA_WITH_CUDA_KERNELS
 
@@ -187,11 +211,19 @@ struct GeluMlpFunction : torch::autograd::Function<GeluMlpFunction> {
     ctx->saved_data["x_sizes"] = x.sizes().vec();
     std::vector<int64_t> sizes = x.sizes().vec();
     sizes.back() = proj_weight.size(0);
-    return at::mm(inner.output, proj_weight.t()).view(sizes);
+    // Written into a tensor of its own (not returned as a view of the product), so that the
+    // caller may modify it in place, as it may at::linear's result.
+    at::Tensor y = at::empty(sizes, inner.output.options());
+    at::Tensor y_rows = y.view({-1, proj_weight.size(0)});
+    at::mm_out(y_rows, inner.output, proj_weight.t());
+    return y;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "GeluMlp: its backward is not differentiable (a double backward, create_graph, "
+                "is not supported); run the MLP unfused (--no-bias-gelu-gemm-fusion)");
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const at::Tensor& rows = saved[0];
     const at::Tensor& fc_weight = saved[1];
@@ -217,8 +249,9 @@ struct GeluMlpFunction : torch::autograd::Function<GeluMlpFunction> {
 }  // namespace
 
 LinearBiasGeluOutputs LinearBiasGelu(const at::Tensor& x, const at::Tensor& weight,
-                                     const at::Tensor& bias) {
+                                     const at::Tensor& bias, bool* used_gemm_epilogue) {
   const char* op = "LinearBiasGelu";
+  if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = false;
   CheckForward(x, weight, bias, op);
 #ifdef VARUNA_WITH_CUDA_KERNELS
   const int64_t m = x.size(0);
@@ -244,15 +277,20 @@ LinearBiasGeluOutputs LinearBiasGelu(const at::Tensor& x, const at::Tensor& weig
                             CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
                             b.data_ptr(),
                             out.pre_activation.data_ptr()};
-    if (RunEpilogueGemm(gemm, x.scalar_type(), x, op)) return out;
+    if (RunEpilogueGemm(gemm, x.scalar_type(), x, op)) {
+      if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = true;
+      return out;
+    }
   }
 #endif
   return ReferenceForward(x, weight, bias);
 }
 
 LinearDGeluBiasGradOutputs LinearDGeluBiasGrad(const at::Tensor& grad, const at::Tensor& weight,
-                                               const at::Tensor& pre_activation) {
+                                               const at::Tensor& pre_activation,
+                                               bool* used_gemm_epilogue) {
   const char* op = "LinearDGeluBiasGrad";
+  if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = false;
   CheckBackward(grad, weight, pre_activation, op);
 #ifdef VARUNA_WITH_CUDA_KERNELS
   const int64_t m = pre_activation.size(0);
@@ -278,7 +316,10 @@ LinearDGeluBiasGradOutputs LinearDGeluBiasGrad(const at::Tensor& grad, const at:
                             CUBLASLT_EPILOGUE_DGELU_BGRAD,
                             out.bias.data_ptr(),
                             const_cast<void*>(pre.data_ptr())};
-    if (RunEpilogueGemm(gemm, pre.scalar_type(), pre, op)) return out;
+    if (RunEpilogueGemm(gemm, pre.scalar_type(), pre, op)) {
+      if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = true;
+      return out;
+    }
   }
 #endif
   return ReferenceBackward(grad, weight, pre_activation);

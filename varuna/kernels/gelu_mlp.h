@@ -23,8 +23,10 @@
 //     stream): `LinearBiasGelu` is one GEMM with the GELU_AUX_BIAS epilogue (the aux output is
 //     pre, in x's dtype, bias added in fp32 before the rounding), `LinearDGeluBiasGrad` one GEMM
 //     with DGELU_BGRAD (db1 in the weight's dtype, as cuBLASLt writes a bias gradient in the
-//     output type). Where cuBLASLt has no algorithm for the shape, or F is not a multiple of 8
-//     (the aux buffer's leading dimension must be), the reference below runs instead.
+//     output type). Where cuBLASLt supports no algorithm for the shape, or F is not a positive
+//     multiple of 8 (the aux buffer's leading dimension must be), the reference below runs
+//     instead; any other cuBLASLt failure throws. Buffers need not be 256-byte aligned (each
+//     pointer's alignment is passed to cuBLASLt's algorithm choice).
 //   - everything else (the CPU; float32 and float64 on CUDA): the reference, the unfused
 //     composition's own ops: at::mm for the GEMMs, and for the elementwise part the fp32
 //     arithmetic of bias_gelu.h's reference (pre = x W1^T + b1 rounded once to x's dtype; the
@@ -36,7 +38,8 @@
 //
 // Misuse throws c10::Error naming the function and the argument: an undefined tensor, shapes
 // that do not chain (x's last dim K, W1 [F, K], b1 [F], W2 [H, F]), a dtype or device that
-// differs from x's.
+// differs from x's. GeluMlp's backward is not itself differentiable: a double backward
+// (create_graph) throws.
 //
 // Thread safety: no state; concurrent calls on distinct tensors are safe.
 #ifndef VARUNA_KERNELS_GELU_MLP_H_
@@ -52,8 +55,10 @@ struct LinearBiasGeluOutputs {
 };
 
 // The forward's first GEMM with its epilogue: x [M, K], weight [F, K], bias [F].
+// `used_gemm_epilogue`, when not null, is set to whether cuBLASLt's epilogue ran (false: the
+// reference), so that a test can tell the two paths apart.
 LinearBiasGeluOutputs LinearBiasGelu(const at::Tensor& x, const at::Tensor& weight,
-                                     const at::Tensor& bias);
+                                     const at::Tensor& bias, bool* used_gemm_epilogue = nullptr);
 
 struct LinearDGeluBiasGradOutputs {
   at::Tensor pre_activation;  // dpre = (grad weight) * gelu'(pre) [M, F]
@@ -61,9 +66,11 @@ struct LinearDGeluBiasGradOutputs {
 };
 
 // The backward's GEMM with its epilogue: grad [M, H] (the MLP output's gradient), weight [H, F]
-// (the projection's, W2), pre_activation [M, F] (LinearBiasGelu's).
+// (the projection's, W2), pre_activation [M, F] (LinearBiasGelu's); `used_gemm_epilogue` as
+// above.
 LinearDGeluBiasGradOutputs LinearDGeluBiasGrad(const at::Tensor& grad, const at::Tensor& weight,
-                                               const at::Tensor& pre_activation);
+                                               const at::Tensor& pre_activation,
+                                               bool* used_gemm_epilogue = nullptr);
 
 // y = gelu(x W1^T + b1) W2^T for x [..., K], an autograd op differentiable in x, fc_weight,
 // fc_bias and proj_weight; returns [..., H].

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -230,6 +231,45 @@ TEST_F(GeluMlpTest, RepeatsBitwise) {
     EXPECT_TRUE(at::equal(first.d_fc_bias, second.d_fc_bias));
     EXPECT_TRUE(at::equal(first.d_proj_weight, second.d_proj_weight));
   }
+}
+
+// cuBLASLt's epilogues run for CUDA fp16/bf16 tensors whose width F is a positive multiple of 8;
+// the reference runs for everything else (the CPU, float32, F = 12).
+TEST_F(GeluMlpTest, TheEpiloguesRunOnCudaInHalfPrecisionWhereTheWidthAllows) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf, at::kFloat}) {
+    for (const int64_t f : {int64_t{128}, int64_t{12}}) {
+      const Shape shape{{40}, 32, f, 32};
+      SCOPED_TRACE(Describe(shape, dtype));
+      const Values v = On(MakeValues(shape, dtype, 99), device);
+      bool forward = true;
+      bool backward = true;
+      const LinearBiasGeluOutputs out =
+          LinearBiasGelu(v.x.reshape({-1, shape.k}), v.fc_weight, v.fc_bias, &forward);
+      LinearDGeluBiasGrad(v.grad.reshape({-1, shape.h}), v.proj_weight, out.pre_activation,
+                          &backward);
+      const bool expected = device.is_cuda() && dtype != at::kFloat && f % 8 == 0;
+      EXPECT_EQ(forward, expected);
+      EXPECT_EQ(backward, expected);
+    }
+  }
+}
+
+// The output is a tensor of its own, as at::linear's is: the caller may modify it in place. The
+// backward is not differentiable again, and says so.
+TEST_F(GeluMlpTest, TheOutputMayBeModifiedInPlaceAndADoubleBackwardIsRefused) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const Values v = On(MakeValues({{4, 8}, 16, 64, 16}, at::kFloat, 66), device);
+  const at::Tensor x = v.x.clone().requires_grad_(true);
+  at::Tensor y = GeluMlp(x, v.fc_weight, v.fc_bias, v.proj_weight);
+  y.add_(1);
+  y.backward(v.grad);
+  EXPECT_TRUE(x.grad().defined());
+  const at::Tensor x2 = v.x.clone().requires_grad_(true);
+  const at::Tensor y2 = GeluMlp(x2, v.fc_weight, v.fc_bias, v.proj_weight);
+  EXPECT_KERNEL_ERROR(torch::autograd::grad({y2}, {x2}, {v.grad}, /*retain_graph=*/true,
+                                            /*create_graph=*/true),
+                      "GeluMlp: its backward is not differentiable");
 }
 
 // Only what autograd asks for is computed: an input that needs no gradient gets none.
