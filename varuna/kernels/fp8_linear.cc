@@ -28,6 +28,15 @@
 namespace varuna::kernels {
 namespace {
 
+// The column sums of a 2-D t in fp32, rounded to t's dtype (the bias gradient of dY).
+at::Tensor ReferenceColumnSums(const at::Tensor& t) {
+  // On CUDA the reduction converts as it reads (no fp32 copy of t); the CPU keeps the explicit
+  // conversion (its results stay bitwise what they were).
+  return (t.is_cuda() ? at::sum(t, /*dim=*/{0}, /*keepdim=*/false, at::kFloat)
+                      : t.to(at::kFloat).sum(/*dim=*/0))
+      .to(t.scalar_type());
+}
+
 constexpr const char* kOp = "Fp8Linear";
 // cuBLASLt's FP8 GEMMs need K and N of each GEMM to be multiples of this; the three GEMMs of a
 // layer between them use M, K and N in every position.
@@ -87,18 +96,17 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     // Engine does) would double them, and the backward copies no fp8 transpose of x or W.
     // Without a backward to follow (gradients off: the Varuna schedule's F, evaluation), no
     // transposes are made.
-    at::Tensor xq, xq_t, wq, wq_t;
+    // With them, the dequantisation factors this forward used, kept for the backward (an
+    // UpdateFp8Scale between the forward and the backward must not change how xq and wq are
+    // read); on CUDA the quantise kernels copy them, with no launch of their own.
+    at::Tensor xq, xq_t, wq, wq_t, x_scale_inv, w_scale_inv;
     if (for_backward) {
-      std::tie(xq, xq_t) = QuantizeFp8WithTranspose(x.reshape({m, k}), &input);
-      std::tie(wq, wq_t) = QuantizeFp8WithTranspose(weight, &weight_meta);
+      std::tie(xq, xq_t) = QuantizeFp8WithTranspose(x.reshape({m, k}), &input, &x_scale_inv);
+      std::tie(wq, wq_t) = QuantizeFp8WithTranspose(weight, &weight_meta, &w_scale_inv);
     } else {
-      xq = QuantizeFp8(x.reshape({m, k}), &input);
-      wq = QuantizeFp8(weight, &weight_meta);
+      xq = QuantizeFp8(x.reshape({m, k}), &input, &x_scale_inv);
+      wq = QuantizeFp8(weight, &weight_meta, &w_scale_inv);
     }
-    // The dequantisation factors this forward used, kept for the backward (an UpdateFp8Scale
-    // between the forward and the backward must not change how xq and wq are read).
-    const at::Tensor x_scale_inv = input.scale_inv.clone();
-    const at::Tensor w_scale_inv = weight_meta.scale_inv.clone();
 
     const at::ScalarType out_dtype = x.scalar_type();
     // cuBLASLt fuses a bias only into a half-precision output of the bias's own dtype.
@@ -154,18 +162,24 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     const at::Tensor dy = grad_outputs[0].reshape({m, n});
     TORCH_CHECK(dy.scalar_type() == x_dtype, kOp, ": the output gradient is ", dy.scalar_type(),
                 " but the output is ", x_dtype, "; they must have the same dtype");
-    // wgrad reads dYq^T row-major: the cast-transpose makes it in the quantise pass.
+    // wgrad reads dYq^T row-major: the cast-transpose makes it in the quantise pass, and with it
+    // the bias gradient, dY's column sums (Transformer Engine's cast-transpose-dbias).
+    const bool bias_grad = has_bias && ctx->needs_input_grad(2);
     at::Tensor dyq;
     at::Tensor dyq_t;
+    at::Tensor db;
     if (ctx->needs_input_grad(1)) {
-      std::tie(dyq, dyq_t) = QuantizeFp8WithTranspose(dy, &grad_meta);
+      std::tie(dyq, dyq_t) = QuantizeFp8WithTranspose(dy, &grad_meta, /*scale_inv_used=*/nullptr,
+                                                      bias_grad ? &db : nullptr);
     } else {
       dyq = QuantizeFp8(dy, &grad_meta);
+      if (bias_grad) db = ReferenceColumnSums(dy);
     }
+    // The sums come in dY's dtype, which is x's and so the bias's (CheckLinearArguments).
+    if (bias_grad) db = db.to(bias_dtype);
 
     at::Tensor dx;
     at::Tensor dw;
-    at::Tensor db;
     if (ctx->needs_input_grad(0)) {
       // dX [M, K] = dY [M, N] W [N, K]; mat2 column-major: the saved wq^T, viewed back.
       dx = at::_scaled_mm(dyq, wq_t.t(), grad_meta.scale_inv, w_scale_inv, std::nullopt,
@@ -177,13 +191,6 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
       dw = at::_scaled_mm(dyq_t, xq_t.t(), grad_meta.scale_inv, x_scale_inv, std::nullopt,
                           std::nullopt, w_dtype,
                           /*use_fast_accum=*/false);
-    }
-    if (has_bias && ctx->needs_input_grad(2)) {
-      // fp32 sums of dY's columns. On CUDA the reduction converts as it reads (no fp32 copy of
-      // dY); the CPU keeps the explicit conversion (its results stay bitwise what they were).
-      db = (dy.is_cuda() ? at::sum(dy, /*dim=*/{0}, /*keepdim=*/false, at::kFloat)
-                         : dy.to(at::kFloat).sum(/*dim=*/0))
-               .to(bias_dtype);
     }
     return {dx, dw, db, at::Tensor(), at::Tensor()};
   }
@@ -342,8 +349,11 @@ at::Tensor ReferenceQuantize(const at::Tensor& t, Fp8Meta* meta) {
 #ifdef VARUNA_WITH_CUDA_KERNELS
 // The fused kernel: one read of t, the fp8 bytes (and their transpose when `transpose`), the
 // amax folded into amax_history[0] on the device. t is viewed as [numel / last dim, last dim].
+// `scale_inv_used` and `column_sums` (when not null) as QuantizeFp8WithTranspose says; the
+// kernel writes them where it can.
 std::pair<at::Tensor, at::Tensor> CudaQuantize(const at::Tensor& t, Fp8Meta* meta, bool transpose,
-                                               const char* op) {
+                                               const char* op, at::Tensor* scale_inv_used,
+                                               at::Tensor* column_sums) {
   const c10::cuda::CUDAGuard guard(t.device());
   TORCH_CHECK(meta->amax_history.is_contiguous(), op,
               ": the meta's amax_history is not contiguous; build the meta with MakeFp8Meta");
@@ -354,7 +364,7 @@ std::pair<at::Tensor, at::Tensor> CudaQuantize(const at::Tensor& t, Fp8Meta* met
   const at::TensorOptions fp8 = input.options().dtype(meta->dtype);
   at::Tensor q = at::empty(input.sizes(), fp8);
   at::Tensor q_t = transpose ? at::empty({columns, rows}, fp8) : at::Tensor();
-  const cuda::Fp8QuantizeArgs args{
+  cuda::Fp8QuantizeArgs args{
       CudaElementType(input.scalar_type(), op),
       meta->dtype == at::kFloat8_e4m3fn ? cuda::Fp8Encoding::kE4M3 : cuda::Fp8Encoding::kE5M2,
       input.data_ptr(),
@@ -364,6 +374,31 @@ std::pair<at::Tensor, at::Tensor> CudaQuantize(const at::Tensor& t, Fp8Meta* met
       meta->amax_history.data_ptr<float>(),
       static_cast<uint8_t*>(q.data_ptr()),
       transpose ? static_cast<uint8_t*>(q_t.data_ptr()) : nullptr};
+  // An empty t launches nothing: its scale_inv is copied and its sums are zeros the ATen way.
+  const bool empty = input.numel() == 0;
+  if (scale_inv_used != nullptr) {
+    if (empty) {
+      *scale_inv_used = meta->scale_inv.clone();
+    } else {
+      *scale_inv_used = at::empty({1}, meta->scale_inv.options());
+      args.scale_inv = meta->scale_inv.data_ptr<float>();
+      args.scale_inv_out = scale_inv_used->data_ptr<float>();
+    }
+  }
+  at::Tensor partials;
+  if (column_sums != nullptr) {
+    if (!empty && cuda::QuantizeFp8FusesColumnSums(args)) {
+      *column_sums = at::empty({columns}, input.options());
+      partials =
+          at::empty({cuda::ColumnSumTiles(rows), columns}, input.options().dtype(at::kFloat));
+      args.column_sums = column_sums->data_ptr();
+      args.column_partials = partials.data_ptr<float>();
+    } else {
+      *column_sums = ReferenceColumnSums(input.reshape({rows, columns}));
+    }
+  }
+  // `partials` is freed on return: the caching allocator hands it out again only to work
+  // ordered after ours on this stream.
   CheckCuda(cuda::LaunchQuantizeFp8(args, CurrentCudaStream(input)), op);
   return {q, q_t};
 }
@@ -371,23 +406,31 @@ std::pair<at::Tensor, at::Tensor> CudaQuantize(const at::Tensor& t, Fp8Meta* met
 
 }  // namespace
 
-at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta) {
+at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta, at::Tensor* scale_inv_used) {
   const char* op = "QuantizeFp8";
   CheckQuantizeArguments(t, *meta, op);
 #ifdef VARUNA_WITH_CUDA_KERNELS
-  if (t.is_cuda()) return CudaQuantize(t, meta, /*transpose=*/false, op).first;
+  if (t.is_cuda()) {
+    return CudaQuantize(t, meta, /*transpose=*/false, op, scale_inv_used, nullptr).first;
+  }
 #endif
+  if (scale_inv_used != nullptr) *scale_inv_used = meta->scale_inv.clone();
   return ReferenceQuantize(t, meta);
 }
 
-std::pair<at::Tensor, at::Tensor> QuantizeFp8WithTranspose(const at::Tensor& t, Fp8Meta* meta) {
+std::pair<at::Tensor, at::Tensor> QuantizeFp8WithTranspose(const at::Tensor& t, Fp8Meta* meta,
+                                                           at::Tensor* scale_inv_used,
+                                                           at::Tensor* column_sums) {
   const char* op = "QuantizeFp8WithTranspose";
   CheckQuantizeArguments(t, *meta, op);
   TORCH_CHECK(t.dim() == 2, op, ": t has shape ", t.sizes(),
               "; it must be 2-D [rows, columns] (reshape it first)");
 #ifdef VARUNA_WITH_CUDA_KERNELS
-  if (t.is_cuda()) return CudaQuantize(t, meta, /*transpose=*/true, op);
+  if (t.is_cuda())
+    return CudaQuantize(t, meta, /*transpose=*/true, op, scale_inv_used, column_sums);
 #endif
+  if (scale_inv_used != nullptr) *scale_inv_used = meta->scale_inv.clone();
+  if (column_sums != nullptr) *column_sums = ReferenceColumnSums(t);
   at::Tensor q = ReferenceQuantize(t, meta);
   at::Tensor q_t = q.t().contiguous();
   return {std::move(q), std::move(q_t)};

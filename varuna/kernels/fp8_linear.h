@@ -148,13 +148,23 @@ Fp8Meta MakeFp8Meta(at::ScalarType dtype, int64_t amax_history_len, const c10::D
 // Records max |t| into meta->amax_history[0] (the max with what is there; NaN ignored) and
 // returns t quantised with meta->scale, saturating (see the math above), contiguous, in
 // meta->dtype. `t` is float32, float16 or bfloat16 on meta's device; throws c10::Error otherwise.
-at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta);
+// `scale_inv_used`, when not null, is set to a new [1] tensor holding meta->scale_inv as this
+// quantisation read it (on CUDA the quantise kernel writes it: no launch of its own), so that
+// later scale updates do not change how the result is read.
+at::Tensor QuantizeFp8(const at::Tensor& t, Fp8Meta* meta, at::Tensor* scale_inv_used = nullptr);
 
 // QuantizeFp8 of a 2-D `t` [rows, columns] plus the transposed copy of the result, [columns,
 // rows] contiguous (what the backward's GEMMs read): {q, q^T}, the amax recorded once. On CUDA
 // one fused pass; elsewhere QuantizeFp8 then q.t().contiguous(). Throws c10::Error as
-// QuantizeFp8 does, and for a `t` that is not 2-D.
-std::pair<at::Tensor, at::Tensor> QuantizeFp8WithTranspose(const at::Tensor& t, Fp8Meta* meta);
+// QuantizeFp8 does, and for a `t` that is not 2-D. `scale_inv_used` as for QuantizeFp8.
+// `column_sums`, when not null, is set to the sums of t's columns, [columns] in t's dtype,
+// accumulated in fp32 (the backward's bias gradient of dY): on CUDA summed in the same pass
+// where the vectorised cast-transpose applies (every Fp8Linear operand in practice; partial
+// sums per 64-row tile, added in a fixed order: deterministic), else by at::sum; on the CPU
+// t.to(float32).sum(0), rounded to t's dtype.
+std::pair<at::Tensor, at::Tensor> QuantizeFp8WithTranspose(const at::Tensor& t, Fp8Meta* meta,
+                                                           at::Tensor* scale_inv_used = nullptr,
+                                                           at::Tensor* column_sums = nullptr);
 
 // TE's amax_and_scale_update for one role (see the math above), in place, on the device (no
 // host synchronisation). Call once per optimizer step, after the backward, and (with data

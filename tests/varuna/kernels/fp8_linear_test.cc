@@ -678,6 +678,64 @@ TEST_F(Fp8LinearTest, QuantizeWithTransposeGivesTheQuantisedTensorAndItsTranspos
   }
 }
 
+// The cast-transpose's optional outputs: the sums of t's columns (the backward's bias gradient;
+// on CUDA summed in the same pass where the vector kernel applies, else by at::sum; on the CPU
+// bitwise t.to(float32).sum(0)) and the scale_inv it read, a tensor of its own. Neither changes
+// the bytes or the amax; the sums repeat bit for bit.
+TEST_F(Fp8LinearTest, QuantizeSumsTheColumnsAndKeepsTheScaleInvItUsed) {
+  VARUNA_KERNEL_DEVICE_OR_SKIP(device);
+  const std::vector<std::vector<int64_t>> shapes = {{1, 77},    {31, 33},  {65, 97},
+                                                    {130, 48},  {68, 100}, {132, 260},
+                                                    {256, 128}, {0, 16},   {4096, 64}};
+  uint64_t seed = 5000;
+  for (const at::ScalarType fp8 : {at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      for (const auto& shape : shapes) {
+        SCOPED_TRACE(::testing::Message()
+                     << fp8 << " from " << dtype << " shape " << at::IntArrayRef(shape));
+        const double scale = fp8 == at::kFloat8_e4m3fn ? 11.0 : 900.5;
+        // Finite values (the sums of QuantizeInput's infinities and NaN are not sums to compare).
+        const at::Tensor t = RandomTensor(shape, ++seed, 3.0).to(dtype);
+        Fp8Meta cpu = MakeFp8Meta(fp8, 2, c10::Device(c10::kCPU));
+        cpu.scale.fill_(scale);
+        cpu.scale_inv.fill_(1.0 / scale);
+        Fp8Meta on_device = CopyMeta(cpu, device);
+        const at::Tensor expected = QuantizeFp8(t, &cpu);
+        const bool unaligned = shape[0] % 2 == 1 || shape[0] == 68;
+        const at::Tensor input = unaligned ? testing::Unaligned(t.to(device)) : t.to(device);
+        at::Tensor used;
+        at::Tensor sums;
+        const auto [q, q_t] = QuantizeFp8WithTranspose(input, &on_device, &used, &sums);
+        EXPECT_TRUE(SameBytes(q, expected));
+        EXPECT_TRUE(SameBytes(q_t, expected.t().contiguous()));
+        EXPECT_TRUE(SameValues(on_device.amax_history, cpu.amax_history));
+        ASSERT_TRUE(sums.defined());
+        EXPECT_EQ(sums.scalar_type(), dtype);
+        EXPECT_EQ(sums.sizes(), at::IntArrayRef({shape[1]}));
+        const at::Tensor sums64 = Cpu64(t).sum(0);
+        EXPECT_TRUE(
+            AllClose(sums, sums64, ToleranceFor(dtype, Magnitude(Cpu64(t).abs().sum(0))), "sums"));
+        if (device.is_cpu()) {
+          EXPECT_TRUE(at::equal(sums, t.to(at::kFloat).sum(0).to(dtype)));
+        }
+        at::Tensor again;
+        Fp8Meta second = CopyMeta(cpu, device);
+        QuantizeFp8WithTranspose(input, &second, nullptr, &again);
+        EXPECT_TRUE(at::equal(again, sums));
+        // The scale_inv read, kept apart from the meta's.
+        ASSERT_TRUE(used.defined());
+        EXPECT_EQ(Item(used), Item(cpu.scale_inv));
+        on_device.scale_inv.fill_(123.0);
+        EXPECT_EQ(Item(used), Item(cpu.scale_inv));
+        at::Tensor used_plain;
+        Fp8Meta third = CopyMeta(cpu, device);
+        QuantizeFp8(input, &third, &used_plain);
+        EXPECT_EQ(Item(used_plain), Item(cpu.scale_inv));
+      }
+    }
+  }
+}
+
 TEST_F(Fp8LinearTest, QuantizeTakesStridedInputsAndTheTransposeNeedsTwoDims) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
   const at::Tensor base = QuantizeInput({40, 24}, 77, 5.0, 448.0).to(at::kBFloat16);

@@ -9,7 +9,11 @@
 // rows): 64 x 64 tiles moved in 4-element vectors where rows, columns and the pointers allow
 // (every Fp8Linear operand), else 32 x 32 tiles of single elements. All kernels keep the per-thread
 // max |x| in a register and fold the block's max into *amax once at the end, so the atomics number
-// about one wave of blocks, not one per element.
+// about one wave of blocks, not one per element. The vectorised cast-transpose can also sum the
+// input's columns (the backward's bias gradient): each thread keeps the fp32 sums of its 4
+// columns over its 4 rows of the tile, the block adds the 16 thread rows of each column in order
+// in shared memory and writes the tile's partial row; SumPartialRowsKernel (common.cuh) adds the
+// partial rows in order.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -67,11 +71,20 @@ __device__ __forceinline__ void AtomicFmax(float* address, float value) {
   }
 }
 
+// The first block's first thread copies the scale_inv this quantisation reads (when asked).
+__device__ __forceinline__ void CopyScaleInv(const float* scale_inv, float* scale_inv_out) {
+  if (scale_inv_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    *scale_inv_out = *scale_inv;
+  }
+}
+
 template <typename T, Fp8Encoding kEncoding, int kVec>
 __global__ void __launch_bounds__(kBlockThreads)
     QuantizeKernel(const T* __restrict__ input, int64_t chunks, const float* __restrict__ scale,
-                   float* amax, uint8_t* __restrict__ output) {
+                   float* amax, uint8_t* __restrict__ output, const float* scale_inv,
+                   float* scale_inv_out) {
   __shared__ float scratch[kWarpSize];
+  CopyScaleInv(scale_inv, scale_inv_out);
   const float s = *scale;
   float local = 0.0f;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
@@ -95,9 +108,11 @@ __global__ void __launch_bounds__(kBlockThreads)
     QuantizeTransposeKernel(const T* __restrict__ input, int64_t rows, int64_t columns,
                             int64_t tile_columns, int64_t tiles, const float* __restrict__ scale,
                             float* amax, uint8_t* __restrict__ output,
-                            uint8_t* __restrict__ output_t) {
+                            uint8_t* __restrict__ output_t, const float* scale_inv,
+                            float* scale_inv_out) {
   __shared__ uint8_t tile[kTile][kTile + 4];
   __shared__ float scratch[kWarpSize];
+  CopyScaleInv(scale_inv, scale_inv_out);
   const float s = *scale;
   float local = 0.0f;
   const int tx = threadIdx.x % kTile;
@@ -138,15 +153,20 @@ constexpr int kVecWidth = 4;
 constexpr int kLanesPerTileRow = kVecTile / kVecWidth;              // 16
 constexpr int kTileRowsPerPass = kBlockThreads / kLanesPerTileRow;  // 16
 
-template <typename T, Fp8Encoding kEncoding>
+template <typename T, Fp8Encoding kEncoding, bool kColumnSums>
 __global__ void __launch_bounds__(kBlockThreads)
     QuantizeTransposeVectorKernel(const T* __restrict__ input, int64_t rows, int64_t columns,
                                   int64_t tile_columns, int64_t tiles,
                                   const float* __restrict__ scale, float* amax,
-                                  uint8_t* __restrict__ output, uint8_t* __restrict__ output_t) {
+                                  uint8_t* __restrict__ output, uint8_t* __restrict__ output_t,
+                                  const float* scale_inv, float* scale_inv_out,
+                                  float* __restrict__ column_partials) {
   // Rows of 64 bytes plus 4, so a row stays 4-byte aligned and the column reads spread banks.
   __shared__ __align__(4) uint8_t tile[kVecTile][kVecTile + kVecWidth];
   __shared__ float scratch[kWarpSize];
+  // With kColumnSums: each thread row's sums of the tile's 64 columns.
+  __shared__ float tile_sums[kColumnSums ? kTileRowsPerPass : 1][kColumnSums ? kVecTile : 1];
+  CopyScaleInv(scale_inv, scale_inv_out);
   const float s = *scale;
   float local = 0.0f;
   const int lane = threadIdx.x % kLanesPerTileRow;
@@ -155,6 +175,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int64_t row0 = t / tile_columns * kVecTile;
     const int64_t column0 = t % tile_columns * kVecTile;
     const int64_t column = column0 + lane * kVecWidth;
+    float sums[kVecWidth] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int y = first_row; y < kVecTile; y += kTileRowsPerPass) {
       const int64_t row = row0 + y;
       if (row < rows && column < columns) {
@@ -164,13 +185,27 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
         for (int k = 0; k < kVecWidth; ++k) {
           local = fmaxf(local, fabsf(v[k]));
+          if constexpr (kColumnSums) sums[k] += v[k];
           packed |= static_cast<uint32_t>(ToFp8<kEncoding>(__fmul_rn(v[k], s))) << (8 * k);
         }
         *reinterpret_cast<uint32_t*>(output + row * columns + column) = packed;
         *reinterpret_cast<uint32_t*>(&tile[y][lane * kVecWidth]) = packed;
       }
     }
+    if constexpr (kColumnSums) {
+#pragma unroll
+      for (int k = 0; k < kVecWidth; ++k) tile_sums[first_row][lane * kVecWidth + k] = sums[k];
+    }
     __syncthreads();
+    if constexpr (kColumnSums) {
+      // The tile's partial row: thread c adds column c's 16 thread-row sums in order.
+      const int64_t summed_column = column0 + threadIdx.x;
+      if (threadIdx.x < kVecTile && summed_column < columns) {
+        float total = 0.0f;
+        for (int y = 0; y < kTileRowsPerPass; ++y) total += tile_sums[y][threadIdx.x];
+        column_partials[row0 / kVecTile * columns + summed_column] = total;
+      }
+    }
     // Transposed: output row column0 + y holds the tile's column y; this thread writes its rows
     // row0 + 4 lane .. row0 + 4 lane + 3.
     const int64_t row_t = row0 + lane * kVecWidth;
@@ -191,6 +226,15 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (threadIdx.x == 0) AtomicFmax(amax, block_max);
 }
 
+// Where the vectorised cast-transpose applies (the only kernel that sums columns).
+bool TakesVectorTranspose(const Fp8QuantizeArgs& args, size_t element_bytes) {
+  return args.output_t != nullptr && args.rows % kVecWidth == 0 && args.columns % kVecWidth == 0 &&
+         IsAligned(args.input, kVecWidth * element_bytes) && IsAligned(args.output, kVecWidth) &&
+         IsAligned(args.output_t, kVecWidth);
+}
+
+size_t ElementBytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 2; }
+
 template <typename T, Fp8Encoding kEncoding>
 cudaError_t Launch(const Fp8QuantizeArgs& args, cudaStream_t stream) {
   int resident = 0;
@@ -198,24 +242,31 @@ cudaError_t Launch(const Fp8QuantizeArgs& args, cudaStream_t stream) {
   if (error != cudaSuccess) return error;
   const T* input = static_cast<const T*>(args.input);
   const int64_t numel = args.rows * args.columns;
-  if (args.output_t != nullptr && args.rows % kVecWidth == 0 && args.columns % kVecWidth == 0 &&
-      IsAligned(input, kVecWidth * sizeof(T)) && IsAligned(args.output, kVecWidth) &&
-      IsAligned(args.output_t, kVecWidth)) {
+  if (TakesVectorTranspose(args, sizeof(T))) {
     const int64_t tile_columns = CeilDiv(args.columns, kVecTile);
     const int64_t tiles = CeilDiv(args.rows, kVecTile) * tile_columns;
     const int blocks = static_cast<int>(tiles < resident ? tiles : resident);
-    QuantizeTransposeVectorKernel<T, kEncoding>
-        <<<blocks, kBlockThreads, 0, stream>>>(input, args.rows, args.columns, tile_columns, tiles,
-                                               args.scale, args.amax, args.output, args.output_t);
+    if (args.column_sums != nullptr) {
+      QuantizeTransposeVectorKernel<T, kEncoding, true><<<blocks, kBlockThreads, 0, stream>>>(
+          input, args.rows, args.columns, tile_columns, tiles, args.scale, args.amax, args.output,
+          args.output_t, args.scale_inv, args.scale_inv_out, args.column_partials);
+      error = cudaGetLastError();
+      if (error != cudaSuccess) return error;
+      return LaunchSumPartialRows<T>(args.column_partials, ColumnSumTiles(args.rows), args.columns,
+                                     static_cast<T*>(args.column_sums), nullptr, stream);
+    }
+    QuantizeTransposeVectorKernel<T, kEncoding, false><<<blocks, kBlockThreads, 0, stream>>>(
+        input, args.rows, args.columns, tile_columns, tiles, args.scale, args.amax, args.output,
+        args.output_t, args.scale_inv, args.scale_inv_out, nullptr);
     return cudaGetLastError();
   }
   if (args.output_t != nullptr) {
     const int64_t tile_columns = CeilDiv(args.columns, kTile);
     const int64_t tiles = CeilDiv(args.rows, kTile) * tile_columns;
     const int blocks = static_cast<int>(tiles < resident ? tiles : resident);
-    QuantizeTransposeKernel<T, kEncoding>
-        <<<blocks, kBlockThreads, 0, stream>>>(input, args.rows, args.columns, tile_columns, tiles,
-                                               args.scale, args.amax, args.output, args.output_t);
+    QuantizeTransposeKernel<T, kEncoding><<<blocks, kBlockThreads, 0, stream>>>(
+        input, args.rows, args.columns, tile_columns, tiles, args.scale, args.amax, args.output,
+        args.output_t, args.scale_inv, args.scale_inv_out);
     return cudaGetLastError();
   }
   constexpr int kVec = 16 / sizeof(T);
@@ -224,19 +275,30 @@ cudaError_t Launch(const Fp8QuantizeArgs& args, cudaStream_t stream) {
   const int64_t needed = CeilDiv(chunks, kBlockThreads);
   const int blocks = static_cast<int>(needed < resident ? needed : resident);
   if (vector) {
-    QuantizeKernel<T, kEncoding, kVec>
-        <<<blocks, kBlockThreads, 0, stream>>>(input, chunks, args.scale, args.amax, args.output);
+    QuantizeKernel<T, kEncoding, kVec><<<blocks, kBlockThreads, 0, stream>>>(
+        input, chunks, args.scale, args.amax, args.output, args.scale_inv, args.scale_inv_out);
   } else {
-    QuantizeKernel<T, kEncoding, 1>
-        <<<blocks, kBlockThreads, 0, stream>>>(input, chunks, args.scale, args.amax, args.output);
+    QuantizeKernel<T, kEncoding, 1><<<blocks, kBlockThreads, 0, stream>>>(
+        input, chunks, args.scale, args.amax, args.output, args.scale_inv, args.scale_inv_out);
   }
   return cudaGetLastError();
 }
 
 }  // namespace
 
+int64_t ColumnSumTiles(int64_t rows) { return CeilDiv(rows, int64_t{kVecTile}); }
+
+bool QuantizeFp8FusesColumnSums(const Fp8QuantizeArgs& args) {
+  return TakesVectorTranspose(args, ElementBytes(args.type));
+}
+
 cudaError_t LaunchQuantizeFp8(const Fp8QuantizeArgs& args, cudaStream_t stream) {
   if (args.rows < 0 || args.columns < 0) return cudaErrorInvalidValue;
+  if (args.column_sums != nullptr &&
+      (!QuantizeFp8FusesColumnSums(args) || args.column_partials == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.scale_inv_out != nullptr && args.scale_inv == nullptr) return cudaErrorInvalidValue;
   if (args.rows == 0 || args.columns == 0) return cudaSuccess;
   if (args.input == nullptr || args.scale == nullptr || args.amax == nullptr ||
       args.output == nullptr) {
