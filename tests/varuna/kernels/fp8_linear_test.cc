@@ -684,9 +684,9 @@ TEST_F(Fp8LinearTest, QuantizeWithTransposeGivesTheQuantisedTensorAndItsTranspos
 // the bytes or the amax; the sums repeat bit for bit.
 TEST_F(Fp8LinearTest, QuantizeSumsTheColumnsAndKeepsTheScaleInvItUsed) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
-  const std::vector<std::vector<int64_t>> shapes = {{1, 77},    {31, 33},  {65, 97},
-                                                    {130, 48},  {68, 100}, {132, 260},
-                                                    {256, 128}, {0, 16},   {4096, 64}};
+  const std::vector<std::vector<int64_t>> shapes = {{1, 77},    {31, 33},   {65, 97},   {130, 48},
+                                                    {68, 100},  {132, 260}, {256, 128}, {0, 16},
+                                                    {4096, 64}, {8192, 640}};
   uint64_t seed = 5000;
   for (const at::ScalarType fp8 : {at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
     for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {

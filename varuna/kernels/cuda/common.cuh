@@ -142,6 +142,23 @@ inline cudaError_t ResidentBlocks(int threads_per_block, int* blocks) {
   return cudaSuccess;
 }
 
+// The blocks of `kernel` (launched with threads_per_block threads and no dynamic shared memory)
+// that fit on the device at once, by its registers and shared memory as well as its threads.
+template <typename Kernel>
+cudaError_t ResidentBlocksOf(Kernel kernel, int threads_per_block, int* blocks) {
+  int device = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error != cudaSuccess) return error;
+  int sms = 0;
+  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (error != cudaSuccess) return error;
+  int per_sm = 0;
+  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads_per_block, 0);
+  if (error != cudaSuccess) return error;
+  *blocks = sms * (per_sm > 1 ? per_sm : 1);
+  return cudaSuccess;
+}
+
 // Stage two of a deterministic column sum (stage one, in the caller's kernel, writes one fp32
 // partial-sum row per block, no atomics). `partials` holds gridDim.y (1 or 2) stacked
 // [partial_rows, columns] arrays; out_a[c] = sum over q of array a's [q, c], converted to Out.

@@ -164,8 +164,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   // Rows of 64 bytes plus 4, so a row stays 4-byte aligned and the column reads spread banks.
   __shared__ __align__(4) uint8_t tile[kVecTile][kVecTile + kVecWidth];
   __shared__ float scratch[kWarpSize];
-  // With kColumnSums: each thread row's sums of the tile's 64 columns.
-  __shared__ float tile_sums[kColumnSums ? kTileRowsPerPass : 1][kColumnSums ? kVecTile : 1];
+  // With kColumnSums: each thread row's sums of the tile's 64 columns, 4 columns (one thread's)
+  // per float4.
+  __shared__ float4
+      tile_sums[kColumnSums ? kTileRowsPerPass : 1][kColumnSums ? kLanesPerTileRow : 1];
   CopyScaleInv(scale_inv, scale_inv_out);
   const float s = *scale;
   float local = 0.0f;
@@ -193,8 +195,8 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
     if constexpr (kColumnSums) {
-#pragma unroll
-      for (int k = 0; k < kVecWidth; ++k) tile_sums[first_row][lane * kVecWidth + k] = sums[k];
+      // One 16-byte store per thread, so that the thread rows do not share banks.
+      tile_sums[first_row][lane] = make_float4(sums[0], sums[1], sums[2], sums[3]);
     }
     __syncthreads();
     if constexpr (kColumnSums) {
@@ -202,7 +204,9 @@ __global__ void __launch_bounds__(kBlockThreads)
       const int64_t summed_column = column0 + threadIdx.x;
       if (threadIdx.x < kVecTile && summed_column < columns) {
         float total = 0.0f;
-        for (int y = 0; y < kTileRowsPerPass; ++y) total += tile_sums[y][threadIdx.x];
+        for (int y = 0; y < kTileRowsPerPass; ++y) {
+          total += reinterpret_cast<const float*>(tile_sums[y])[threadIdx.x];
+        }
         column_partials[row0 / kVecTile * columns + summed_column] = total;
       }
     }
@@ -247,7 +251,13 @@ cudaError_t Launch(const Fp8QuantizeArgs& args, cudaStream_t stream) {
     const int64_t tiles = CeilDiv(args.rows, kVecTile) * tile_columns;
     const int blocks = static_cast<int>(tiles < resident ? tiles : resident);
     if (args.column_sums != nullptr) {
-      QuantizeTransposeVectorKernel<T, kEncoding, true><<<blocks, kBlockThreads, 0, stream>>>(
+      // Its registers allow fewer blocks per SM than its threads do: one wave of what fits.
+      const auto kernel = QuantizeTransposeVectorKernel<T, kEncoding, true>;
+      int fit = 0;
+      error = ResidentBlocksOf(kernel, kBlockThreads, &fit);
+      if (error != cudaSuccess) return error;
+      const int sum_blocks = static_cast<int>(tiles < fit ? tiles : fit);
+      kernel<<<sum_blocks, kBlockThreads, 0, stream>>>(
           input, args.rows, args.columns, tile_columns, tiles, args.scale, args.amax, args.output,
           args.output_t, args.scale_inv, args.scale_inv_out, args.column_partials);
       error = cudaGetLastError();

@@ -54,12 +54,15 @@ struct Fp8QuantizeArgs {
 int64_t ColumnSumTiles(int64_t rows);
 
 // Whether LaunchQuantizeFp8 can sum the columns in its pass for these arguments (a transposed
-// copy, rows and columns multiples of 4, 16-byte-aligned pointers: every Fp8Linear operand in
-// practice); where not, a caller computes the sums otherwise and passes column_sums = null.
+// copy, rows and columns multiples of 4, the input aligned to 4 elements and both outputs to 4
+// bytes: every Fp8Linear operand in practice); where not, a caller computes the sums otherwise
+// and passes column_sums = null.
 bool QuantizeFp8FusesColumnSums(const Fp8QuantizeArgs& args);
 
 // cudaErrorInvalidValue without launching when column_sums is set but
-// QuantizeFp8FusesColumnSums is false, or scale_inv_out is set without scale_inv.
+// QuantizeFp8FusesColumnSums is false or column_partials is null, or scale_inv_out is set
+// without scale_inv. An empty input launches nothing: scale_inv_out and column_sums are then
+// not written (the caller fills them).
 cudaError_t LaunchQuantizeFp8(const Fp8QuantizeArgs& args, cudaStream_t stream);
 
 }  // namespace varuna::kernels::cuda
