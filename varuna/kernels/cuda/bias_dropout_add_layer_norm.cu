@@ -315,10 +315,8 @@ cudaError_t BiasDropoutAddLayerNormBackwardPartialRows(int64_t rows, int64_t hid
   const RowLayout layout = RegisterLayout(hidden, kElements, kBackwardBlockThreads);
   const int block_threads = layout.threads_per_row * layout.rows_per_block;
   int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
   int sms = 0;
-  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const cudaError_t error = Multiprocessors(&sms, &device);
   if (error != cudaSuccess) return error;
   const int per_sm = kBackwardThreadsPerSm / block_threads;
   const int64_t blocks = int64_t{sms} * (per_sm > 1 ? per_sm : 1);

@@ -127,12 +127,17 @@ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // How many blocks of `threads_per_block` threads the current device holds at once by thread
 // count (SMs * max(1, max threads per SM / threads_per_block)): the grid of a grid-stride
 // kernel. No synchronisation; returns the CUDA error of the attribute queries.
+// The current device's multiprocessor count, and the device.
+inline cudaError_t Multiprocessors(int* sms, int* device) {
+  cudaError_t error = cudaGetDevice(device);
+  if (error != cudaSuccess) return error;
+  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *device);
+}
+
 inline cudaError_t ResidentBlocks(int threads_per_block, int* blocks) {
   int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
   int sms = 0;
-  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaError_t error = Multiprocessors(&sms, &device);
   if (error != cudaSuccess) return error;
   int threads_per_sm = 0;
   error = cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device);
@@ -147,10 +152,8 @@ inline cudaError_t ResidentBlocks(int threads_per_block, int* blocks) {
 template <typename Kernel>
 cudaError_t ResidentBlocksOf(Kernel kernel, int threads_per_block, int* blocks) {
   int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
   int sms = 0;
-  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaError_t error = Multiprocessors(&sms, &device);
   if (error != cudaSuccess) return error;
   int per_sm = 0;
   error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads_per_block, 0);

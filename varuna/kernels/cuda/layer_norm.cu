@@ -370,9 +370,7 @@ cudaError_t LayerNormBackwardPartialRows(int64_t rows, int64_t hidden, int* part
   const int block_threads = layout.threads_per_row * layout.rows_per_block;
   int sms = 0;
   int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
-  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const cudaError_t error = Multiprocessors(&sms, &device);
   if (error != cudaSuccess) return error;
   const int per_sm = kBackwardThreadsPerSm / block_threads;
   const int64_t blocks = int64_t{sms} * (per_sm > 1 ? per_sm : 1);
