@@ -668,10 +668,10 @@ absl::Status Fp8LinearRows(const c10::Device& device, at::ScalarType dtype, int6
 
 // Prints the weight-gradient table (Megatron's gradient-accumulation fusion): dW = dy^T x added
 // into an fp32 main gradient, for the four linears of a block at `tokens` rows and one chunk of
-// the fused LM head's dW (667 tokens x GPT-2's padded vocabulary): unfused, dW in `dtype` then
-// main_grad.add_(dW) (two passes over [out, in], one half-precision copy), against one GEMM with
-// an fp32 output and beta = 1 (varuna::kernels::AccumulateWeightGradient). An error if the two
-// differ by more than `dtype`'s rounding of dW.
+// the fused LM head's dW (a default chunk, 640 tokens, x GPT-2's padded vocabulary): unfused, dW in
+// `dtype` then main_grad.add_(dW) (two passes over [out, in], one half-precision copy), against one
+// GEMM with an fp32 output and beta = 1 (varuna::kernels::AccumulateWeightGradient). An error if
+// the two differ by more than `dtype`'s rounding of dW.
 absl::Status WeightGradientRows(const c10::Device& device, at::ScalarType dtype, int64_t tokens,
                                 int64_t hidden, int64_t vocab, int iterations) {
   const at::TensorOptions options = at::TensorOptions().device(device);
@@ -680,7 +680,8 @@ absl::Status WeightGradientRows(const c10::Device& device, at::ScalarType dtype,
         {"attention proj", tokens, hidden, hidden},
         {"mlp fc", tokens, hidden, 4 * hidden},
         {"mlp proj", tokens, 4 * hidden, hidden},
-        {"lm head chunk", std::min<int64_t>(tokens, 667), hidden, vocab}}) {
+        {"lm head chunk", std::min<int64_t>(tokens, varuna::kernels::DefaultChunkTokens(vocab)),
+         hidden, vocab}}) {
     const at::Tensor x = at::randn({rows, in}, options).to(dtype);
     const at::Tensor dy = at::randn({rows, out}, options).to(dtype);
     at::Tensor fused = at::zeros({out, in}, options.dtype(at::kFloat));

@@ -20,6 +20,9 @@ namespace {
 
 constexpr char kOp[] = "LmHeadCrossEntropy";
 constexpr int64_t kLogitsPerChunk = int64_t{1} << 25;
+// Chunks of more than this many tokens are a whole number of them, so that every chunk's GEMMs
+// (M = its tokens in two, K in the third) fill their tiles.
+constexpr int64_t kChunkTokenMultiple = 128;
 
 void CheckInputs(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                  const at::Tensor& loss_mask) {
@@ -116,6 +119,15 @@ struct Outputs {
 
 bool IsHalf(at::ScalarType dtype) { return dtype == at::kHalf || dtype == at::kBFloat16; }
 
+}  // namespace
+
+int64_t DefaultChunkTokens(int64_t vocab) {
+  const int64_t tokens = std::max<int64_t>(1, kLogitsPerChunk / std::max<int64_t>(1, vocab));
+  return tokens < kChunkTokenMultiple ? tokens : tokens / kChunkTokenMultiple * kChunkTokenMultiple;
+}
+
+namespace {
+
 // The loss, and with `with_grad` the gradients for an upstream gradient of 1, chunk by chunk;
 // dW summed by GEMMs into the fp32 sum with `fusion`, else each chunk's added.
 Outputs Compute(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
@@ -124,7 +136,7 @@ Outputs Compute(const at::Tensor& hidden, const at::Tensor& weight, const at::Te
   const at::ScalarType acc = ComputeType(hidden.scalar_type());
   const int64_t n = hidden.size(0);
   const int64_t vocab = weight.size(0);
-  if (chunk_tokens <= 0) chunk_tokens = std::max<int64_t>(1, kLogitsPerChunk / vocab);
+  if (chunk_tokens <= 0) chunk_tokens = DefaultChunkTokens(vocab);
   const at::Tensor mask = loss_mask.to(acc);
   // Each token's weight in the mean: m_n / M (no host read of M: the step stays asynchronous).
   const at::Tensor total = mask.sum();

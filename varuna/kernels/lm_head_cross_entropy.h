@@ -27,8 +27,8 @@
 // divided by M in fp32 before it is rounded.
 //
 // Memory: chunk_tokens x V logits, the same again in fp32 for the softmax, plus (with grad) dx
-// [N, h] and an fp32 dW [V, h]. chunk_tokens <= 0 picks about 2^25 logit elements per chunk
-// (667 tokens for GPT-2's 50,304).
+// [N, h] and an fp32 dW [V, h]. chunk_tokens <= 0 picks DefaultChunkTokens(V): about 2^25
+// logit elements per chunk, in whole multiples of 128 tokens (640 tokens for GPT-2's 50,304).
 //
 // dtypes: x and W float32, float16, bfloat16 or float64, the same; labels int64; loss_mask
 // floating. Devices: the CPU (and float64 on CUDA) takes the reference path, ATen ops per chunk
@@ -53,6 +53,10 @@
 #include <cstdint>
 
 namespace varuna::kernels {
+
+// The chunk LmHeadCrossEntropy takes when given none: about 2^25 logits, and a whole multiple
+// of 128 tokens where that is at least 128 (so each chunk's GEMMs fill their tiles); at least 1.
+int64_t DefaultChunkTokens(int64_t vocab);
 
 // The loss above as a 0-dim tensor of the arithmetic type (fp32, or fp64 for fp64 inputs),
 // differentiable in hidden and weight.

@@ -64,6 +64,16 @@ Expected Reference(const Case& c, double g) {
 
 class LmHeadCrossEntropyTest : public KernelTest {};
 
+// The default chunk: about 2^25 logits, whole multiples of 128 tokens from 128 up.
+TEST(LmHeadChunkTest, DefaultChunksAreAboutTwoTo25LogitsInMultiplesOf128Tokens) {
+  EXPECT_EQ(DefaultChunkTokens(50304), 640);   // GPT-2's padded vocabulary: 667 rounded down
+  EXPECT_EQ(DefaultChunkTokens(4096), 8192);   // the sample run's
+  EXPECT_EQ(DefaultChunkTokens(200000), 128);  // 167 rounded down
+  EXPECT_EQ(DefaultChunkTokens(300000), 111);  // under 128: as computed
+  EXPECT_EQ(DefaultChunkTokens(int64_t{1} << 26), 1);
+  EXPECT_EQ(DefaultChunkTokens(0), int64_t{1} << 25);
+}
+
 TEST_F(LmHeadCrossEntropyTest, LossAndGradientsMatchTheUnfusedComposition) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
   const Case c = MakeCase(11);
