@@ -108,6 +108,24 @@ std::map<std::string, at::Tensor> Parameters(const torch::nn::Module& module) {
   return out;
 }
 
+// Every parameter's gradient in `actual` against the same parameter's in `expected`: bitwise when
+// `relative` is 0, else within `relative` x the largest |expected| of that gradient.
+void ExpectSameGradients(const torch::nn::Module& expected, const torch::nn::Module& actual,
+                         double relative = 0) {
+  const std::map<std::string, at::Tensor> actual_parameters = Parameters(actual);
+  for (const auto& item : expected.named_parameters()) {
+    const at::Tensor want = item.value().grad();
+    const at::Tensor got = actual_parameters.at(item.key()).grad();
+    ASSERT_TRUE(got.defined()) << item.key();
+    const double difference = (got - want).abs().max().item<double>();
+    if (relative == 0) {
+      EXPECT_TRUE(at::equal(got, want)) << item.key() << " max diff " << difference;
+    } else {
+      EXPECT_LE(difference, relative * (want.abs().max().item<double>() + 1e-6)) << item.key();
+    }
+  }
+}
+
 TEST_F(Gpt2StageTest, ChainedStagesGiveBitwiseTheWholeModelsLossAndGradients) {
   const Gpt2Config config = TinyConfig();
   const varuna::TensorMap inputs = RandomBatch(config, 3, 8, /*seed=*/11);
@@ -399,13 +417,7 @@ TEST_F(Gpt2StageTest, BiasDropoutFusionGivesTheUnfusedLossAndGradients) {
       EXPECT_EQ(b.item<double>(), a.item<double>());
       a.backward();
       b.backward();
-      for (const auto& item : unfused.named_parameters()) {
-        const at::Tensor& expected = item.value().grad();
-        const at::Tensor& actual = fused.named_parameters()[item.key()].grad();
-        ASSERT_TRUE(actual.defined()) << item.key();
-        EXPECT_TRUE(at::equal(actual, expected))
-            << item.key() << " max diff " << (actual - expected).abs().max().item<double>();
-      }
+      ExpectSameGradients(unfused, fused);
     }
   }
 }
@@ -441,19 +453,7 @@ TEST_F(Gpt2StageTest, BiasGeluGemmFusionGivesTheUnfusedLossAndGradients) {
     } else {
       EXPECT_NEAR(b.item<double>(), a.item<double>(), 2e-2 * std::abs(a.item<double>()));
     }
-    const auto fused_parameters = fused.named_parameters();
-    for (const auto& item : unfused.named_parameters()) {
-      const at::Tensor expected = item.value().grad();
-      const at::Tensor actual = fused_parameters[item.key()].grad();
-      ASSERT_TRUE(actual.defined()) << item.key();
-      if (bitwise) {
-        EXPECT_TRUE(at::equal(actual, expected))
-            << item.key() << " max diff " << (actual - expected).abs().max().item<double>();
-      } else {
-        const double scale = expected.abs().max().item<double>() + 1e-6;
-        EXPECT_LE((actual - expected).abs().max().item<double>(), 5e-2 * scale) << item.key();
-      }
-    }
+    ExpectSameGradients(unfused, fused, bitwise ? 0.0 : 5e-2);
   }
 }
 
@@ -484,13 +484,7 @@ TEST_F(Gpt2StageTest, BiasDropoutAddLayerNormFusionGivesTheUnfusedLossAndGradien
       EXPECT_EQ(b.item<double>(), a.item<double>());
       a.backward();
       b.backward();
-      for (const auto& item : unfused.named_parameters()) {
-        const at::Tensor& expected = item.value().grad();
-        const at::Tensor& actual = fused.named_parameters()[item.key()].grad();
-        ASSERT_TRUE(actual.defined()) << item.key();
-        EXPECT_TRUE(at::equal(actual, expected))
-            << item.key() << " max diff " << (actual - expected).abs().max().item<double>();
-      }
+      ExpectSameGradients(unfused, fused);
     }
   }
 }
