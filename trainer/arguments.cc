@@ -284,7 +284,7 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("bias-gelu-gemm-fusion", &a.bias_gelu_gemm_fusion,
         "with --bias-dropout-fusion, the MLP's bias + GeLU in the first GEMM's epilogue and the "
         "GeLU and bias gradients in the backward GEMM's (cuBLASLt on a GPU in fp16/bf16; the "
-        "same model; off by default; not with --fp8-format)");
+        "same model; off by default; not with --fp8-format or --deterministic)");
   p.Add("fp8-format", &a.fp8_format,
         "FP8 in the four linears of each layer (Transformer Engine's delayed scaling): hybrid "
         "(E4M3 forward, E5M2 gradients) or e4m3; off when not given. Needs a GPU of compute "

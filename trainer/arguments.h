@@ -197,7 +197,7 @@ struct TrainerArguments {
   // With --bias-dropout-fusion: the MLP as one op, its bias + GeLU in c_fc's GEMM epilogue and
   // the GeLU and bias gradients in the backward GEMM's (varuna/kernels/gelu_mlp.h; cuBLASLt on
   // CUDA in fp16/bf16). Off by default until a GPU has measured it; Megatron has no such flag
-  // (Transformer Engine's LayerNormMLP does the same). Not with --fp8-format.
+  // (Transformer Engine's LayerNormMLP does the same). Not with --fp8-format or --deterministic.
   bool bias_gelu_gemm_fusion = false;
   // Megatron's FP8 flags (trainer/fp8_flags.h): --fp8-format=hybrid|e4m3 (empty: off), the
   // amax history length (Megatron's default 1), its compute algorithm (most_recent or max) and

@@ -110,7 +110,7 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
   return Linear(*params.c_proj, context, c_proj_bias);
 }
 
-torch::Tensor Mlp(MlpParams& params, const torch::Tensor& x, bool skip_bias_add,
+torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bias_add,
                   bool gemm_epilogues) {
   TORCH_CHECK(!gemm_epilogues || skip_bias_add,
               "Mlp: the GEMM epilogues' MLP leaves c_proj's bias to the caller; pass "

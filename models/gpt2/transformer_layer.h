@@ -20,6 +20,11 @@
 // keep two tensors [b, s, h] across it (the sum and its normalised form) instead of one, and
 // ln_1's parameters belong to the next layer, possibly on another stage.
 //
+// With the MLP's GEMM epilogues as well (--bias-gelu-gemm-fusion, off by default, with
+// --bias-dropout-fusion), the MLP is one varuna::kernels::GeluMlp: c_fc's bias and GeLU in its
+// GEMM's epilogue, their gradients in the epilogue of the backward's GEMM through c_proj
+// (cuBLASLt on a GPU; bitwise the unfused MLP on the CPU in float32).
+//
 // With FP8 on (Gpt2ExecutionOptions::fp8), the four linears of a layer (attn.c_attn,
 // attn.c_proj, mlp.c_fc, mlp.c_proj) compute through varuna::kernels::Fp8Linear (Linear below);
 // LayerNorm, softmax and the residual adds stay as they are.
@@ -119,8 +124,9 @@ torch::Tensor SelfAttention(const AttentionParams& params, const torch::Tensor& 
 // c_proj(gelu_tanh(c_fc(x))) for x [b, s, h], the bias and GeLU fused
 // (varuna::kernels::BiasGelu); returns [b, s, h], before the residual dropout; without c_proj's
 // bias when `skip_bias_add`. With `gemm_epilogues` (which needs `skip_bias_add`), and unless the
-// linears are FP8, the whole MLP is varuna::kernels::GeluMlp (bias + GeLU in the GEMMs).
-torch::Tensor Mlp(MlpParams& params, const torch::Tensor& x, bool skip_bias_add = false,
+// linears are FP8, the whole MLP is varuna::kernels::GeluMlp (bias + GeLU in the GEMMs);
+// `gemm_epilogues` without `skip_bias_add` throws c10::Error.
+torch::Tensor Mlp(const MlpParams& params, const torch::Tensor& x, bool skip_bias_add = false,
                   bool gemm_epilogues = false);
 
 class TransformerLayer : public torch::nn::Module {

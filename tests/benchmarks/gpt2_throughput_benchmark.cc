@@ -282,6 +282,24 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   if (o.fp8_compare && !o.fp8) {
     return Invalid("fp8-compare", "true", "needs --fp8-format=hybrid (or e4m3) to compare with");
   }
+  // pretrain_gpt2's refusals of the MLP's GEMM epilogues (trainer/argument_checks.cc), so that a
+  // measured variant is the one asked for.
+  if (o.bias_gelu_gemm_fusion) {
+    if (!o.bias_dropout_fusion) {
+      return Invalid("bias-gelu-gemm-fusion", "true",
+                     "needs --bias-dropout-fusion (the fused MLP leaves c_proj's bias to it)");
+    }
+    if (o.fp8) {
+      return Invalid("bias-gelu-gemm-fusion", "true",
+                     "and --fp8-format exclude each other: FP8 runs the MLP's linears as FP8 "
+                     "GEMMs");
+    }
+    if (o.deterministic) {
+      return Invalid("bias-gelu-gemm-fusion", "true",
+                     "and --deterministic: cuBLASLt's bias-gradient epilogue has not been shown "
+                     "repeatable on a GPU yet");
+    }
+  }
   o.model.vocab_size = f.vocab_size;
   if (f.seq_length > 0) {
     o.model.seq_length = f.seq_length;

@@ -27,13 +27,18 @@
 #   session.sh fusions [PRESET]  each of the engine's fusions measured on its own, in one call:
 #                           every fusion off, the default (all on), then the default with one
 #                           switch off at a time (fused cross entropy, gradient-accumulation
-#                           fusion, bias-dropout-add + LayerNorm, bias-dropout-add), and the
+#                           fusion, bias-dropout-add + LayerNorm, bias-dropout-add), the default
+#                           with the MLP's GEMM epilogues on (--bias-gelu-gemm-fusion), and the
 #                           default with FP8
 #                           (--fp8-format=hybrid); tokens/s ratios to both ends
 #   session.sh fp8 [PRESET]  FP8 (hybrid) against bf16 at 1.5B: 200 steps each, same seed and
 #                           data; tokens/s ratio and the loss difference after 200 steps
 #   session.sh all          every phase above in turn, then the table
 #   session.sh report       the table: one PASS/FAIL/SKIP line per check run so far
+#
+# One call may name several phases, run in that order: `session.sh tests fusions gpt2-355m fp8
+# gpt2-1.5b` (a preset after throughput, fusions or fp8 is theirs). A name that is not a phase
+# is refused, with the usage, before any phase runs.
 #
 # Logs go to $RESULTS (default ./results), packed into one archive when the script exits,
 # $ARCHIVE (default results.tar.gz beside $RESULTS); each check appends its line (PASS, FAIL, or SKIP for
@@ -453,15 +458,54 @@ archive() {
 }
 trap archive EXIT
 
-phase=${1:-}
-case "$phase" in
+usage() {
+  echo "usage: session.sh PHASE [PHASE...]; PHASE: tests | parity | determinism | kernels |" \
+    "training | planning | planning_8_3b_layers | plan_8_3b | throughput [PRESET] |" \
+    "fusions [PRESET] | fp8 [PRESET] | all | report (PRESET: gpt2-...)" >&2
+  exit 2
+}
+
+# One call may name several phases, run in order (`session.sh tests fusions gpt2-355m fp8
+# gpt2-1.5b`); throughput, fusions and fp8 take the preset that follows them, if one does. Every
+# name is checked before any phase runs.
+phases=()
+presets=()
+while (($# > 0)); do
+  case "$1" in
+    tests | parity | determinism | kernels | training | planning | planning_8_3b_layers | \
+      plan_8_3b | all | report)
+      phases+=("$1")
+      presets+=("")
+      shift
+      ;;
+    throughput | fusions | fp8)
+      phases+=("$1")
+      if [[ "${2:-}" == gpt2-* ]]; then
+        presets+=("$2")
+        shift 2
+      else
+        presets+=("")
+        shift
+      fi
+      ;;
+    *)
+      echo "session.sh: '$1' is not a phase" >&2
+      usage
+      ;;
+  esac
+done
+((${#phases[@]} > 0)) || usage
+
+run_phase() {
+  local phase=$1 preset=$2
+  case "$phase" in
   tests | parity | determinism | kernels | training | planning | planning_8_3b_layers | \
     plan_8_3b)
     "phase_$phase"
     ;;
-  throughput) phase_throughput "${2:-}" ;;
-  fusions) phase_fusions "${2:-}" ;;
-  fp8) phase_fp8 "${2:-}" ;;
+  throughput) phase_throughput "$preset" ;;
+  fusions) phase_fusions "$preset" ;;
+  fp8) phase_fp8 "$preset" ;;
   all)
     for p in tests parity determinism kernels training planning planning_8_3b_layers plan_8_3b; do
       "phase_$p"
@@ -473,11 +517,11 @@ case "$phase" in
     report || status=1
     ;;
   report) report || status=1 ;;
-  *)
-    echo "usage: session.sh tests | parity | determinism | kernels | training | planning |" \
-      "planning_8_3b_layers | plan_8_3b |" \
-      "throughput [PRESET] | fusions [PRESET] | fp8 [PRESET] | all | report" >&2
-    exit 2
-    ;;
-esac
+  esac
+}
+
+for i in "${!phases[@]}"; do
+  run_phase "${phases[$i]}" "${presets[$i]}"
+  ((i + 1 < ${#phases[@]})) && archive  # a call cut off at its limit still leaves the rest
+done
 exit $status

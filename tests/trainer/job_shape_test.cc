@@ -150,8 +150,10 @@ TEST(JobShapeTest, BiasDropoutAddLayerNormFusionNeedsBiasDropoutFusion) {
 }
 
 // The MLP's GEMM-epilogue fusion: off by default; it needs --bias-dropout-fusion (c_proj's bias
-// is added there) and refuses FP8 (whose GEMMs have no GeLU epilogue), each naming the fix.
-TEST(JobShapeTest, BiasGeluGemmFusionIsOffByDefaultAndNeedsBiasDropoutFusionWithoutFp8) {
+// is added there), refuses FP8 (whose GEMMs have no GeLU epilogue) and --deterministic (its
+// bias-gradient epilogue is not shown repeatable), each naming the fix; the trainer's execution
+// options carry it to the model.
+TEST(JobShapeTest, BiasGeluGemmFusionIsOffByDefaultAndRefusedWhereItCannotRun) {
   EXPECT_FALSE(Parsed({}).bias_gelu_gemm_fusion);
   EXPECT_TRUE(Parsed({"--bias-gelu-gemm-fusion"}).bias_gelu_gemm_fusion);
   EXPECT_FALSE(Parsed({"--no-bias-gelu-gemm-fusion"}).bias_gelu_gemm_fusion);
@@ -160,10 +162,15 @@ TEST(JobShapeTest, BiasGeluGemmFusionIsOffByDefaultAndNeedsBiasDropoutFusionWith
                         "leaves c_proj's bias to that op), but --no-bias-dropout-fusion was "
                         "given: drop --no-bias-dropout-fusion, or drop --bias-gelu-gemm-fusion"));
   EXPECT_THAT(ParseError({"--bias-gelu-gemm-fusion", "--fp8-format=hybrid"}),
-              HasSubstr("--bias-gelu-gemm-fusion and --fp8-format=hybrid exclude each other"));
+              HasSubstr("--bias-gelu-gemm-fusion and --fp8-format=hybrid exclude each other: FP8 "
+                        "runs the MLP's linears as FP8 GEMMs, which have no GeLU epilogue: drop "
+                        "one of them"));
   EXPECT_THAT(ParseError({"--bias-gelu-gemm-fusion", "--deterministic"}),
               HasSubstr("--bias-gelu-gemm-fusion and --deterministic: cuBLASLt's bias-gradient "
-                        "epilogue has not been shown repeatable on a GPU yet"));
+                        "epilogue has not been shown repeatable on a GPU yet (gelu_mlp_test_gpu "
+                        "checks it): drop --bias-gelu-gemm-fusion"));
+  EXPECT_TRUE(TrainerExecutionOptions(Parsed({"--bias-gelu-gemm-fusion"})).bias_gelu_gemm_fusion);
+  EXPECT_FALSE(TrainerExecutionOptions(Parsed({})).bias_gelu_gemm_fusion);
 }
 
 // Megatron's arguments.py: iteration- and sample-based forms do not mix; a warmup is a

@@ -61,7 +61,11 @@
 // on the device; UpdateFp8ScaleBatch updates up to 96 roles per kernel launch, one block each.
 // Both read the scales from device memory (no host synchronisation) and give the reference's
 // results bit for bit (fp8 bytes, amax, scales, scale_inv, rolled histories), NaN bytes up to
-// their sign bit (which the CPU reference's vectorised clamp does not fix either).
+// their sign bit (which the CPU reference's vectorised clamp does not fix either). The
+// quantise kernel also copies the scale_inv it read (QuantizeFp8's `scale_inv_used`), and the
+// vectorised cast-transpose sums t's columns (`column_sums`, the backward's bias gradient) in
+// 64-row tiles added in a fixed order: deterministic, but not bitwise the CPU's
+// t.to(float32).sum(0), whose order differs.
 //
 // Misuse throws c10::Error naming Fp8Linear and the argument: undefined x or weight, a dtype
 // other than float32/float16/bfloat16, weight or bias not matching x (shape, dtype, device),

@@ -193,10 +193,14 @@ bool RunEpilogueGemm(const EpilogueGemm& g, at::ScalarType dtype, const at::Tens
   return ran;
 }
 
-// Half-precision CUDA tensors whose [M, F] aux buffer cuBLASLt can take (ld F, a multiple of 8).
-bool TakesEpilogueGemm(const at::Tensor& x, int64_t features) {
+// Half-precision CUDA tensors whose [M, F] aux buffer cuBLASLt can take (ld F, a multiple of 8),
+// with the epilogue's input from the caller (the bias in the forward, the pre-activation in the
+// backward) 16-byte aligned: cuBLASLt takes no alignment preference for the epilogue's vectors,
+// so an unaligned one would fail rather than pick another algorithm. (Its outputs are new
+// allocations, aligned.)
+bool TakesEpilogueGemm(const at::Tensor& x, int64_t features, const void* epilogue_input) {
   return x.is_cuda() && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) &&
-         features > 0 && features % 8 == 0;
+         features > 0 && features % 8 == 0 && reinterpret_cast<uintptr_t>(epilogue_input) % 16 == 0;
 }
 #endif  // VARUNA_WITH_CUDA_KERNELS
 
@@ -257,11 +261,11 @@ LinearBiasGeluOutputs LinearBiasGelu(const at::Tensor& x, const at::Tensor& weig
   const int64_t m = x.size(0);
   const int64_t k = x.size(1);
   const int64_t f = weight.size(0);
-  if (TakesEpilogueGemm(x, f) && m > 0 && k > 0) {
+  const at::Tensor b = bias.contiguous();
+  if (TakesEpilogueGemm(x, f, b.data_ptr()) && m > 0 && k > 0) {
     const c10::cuda::CUDAGuard guard(x.device());
     const at::Tensor input = x.contiguous();
     const at::Tensor w = weight.contiguous();
-    const at::Tensor b = bias.contiguous();
     LinearBiasGeluOutputs out{at::empty({m, f}, x.options()), at::empty({m, f}, x.options())};
     // Column-major: D^T [F, M] = W [F, K] (row-major [F, K] read transposed) x^T [K, M].
     const EpilogueGemm gemm{CUBLAS_OP_T,
@@ -296,11 +300,11 @@ LinearDGeluBiasGradOutputs LinearDGeluBiasGrad(const at::Tensor& grad, const at:
   const int64_t m = pre_activation.size(0);
   const int64_t f = pre_activation.size(1);
   const int64_t h = weight.size(0);
-  if (TakesEpilogueGemm(pre_activation, f) && m > 0 && h > 0) {
+  const at::Tensor pre = pre_activation.contiguous();
+  if (TakesEpilogueGemm(pre, f, pre.data_ptr()) && m > 0 && h > 0) {
     const c10::cuda::CUDAGuard guard(grad.device());
     const at::Tensor g = grad.contiguous();
     const at::Tensor w = weight.contiguous();
-    const at::Tensor pre = pre_activation.contiguous();
     LinearDGeluBiasGradOutputs out{at::empty({m, f}, pre.options()), at::empty({f}, pre.options())};
     // Column-major: dpre^T [F, M] = W2^T [F, H] (row-major [H, F] as is) grad^T [H, M].
     const EpilogueGemm gemm{CUBLAS_OP_N,

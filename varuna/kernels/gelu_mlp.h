@@ -15,8 +15,9 @@
 // BiasGelu(., b1) then at::linear(., W2), computes the same GEMMs; what differs is where the
 // elementwise work runs: there, the first GEMM writes x W1^T, one kernel reads it back to
 // write h, and in the backward one kernel reads dy W2 and x W1^T to write dpre and db1; here
-// the GEMMs do it as they store their results (in the forward two [M, F] passes fewer, in the
-// backward one fewer). The saved tensors are the same in number and size (x, pre, h, W1, W2).
+// the GEMMs do it as they store their results (in the forward one [M, F] pass fewer, in the
+// backward two fewer). The saved tensors are the same [M, F] ones in number and size (x, pre in
+// place of x W1^T, h, and the weights; b1 is not needed).
 //
 // Where it runs:
 //   - CUDA float16/bfloat16 tensors: cuBLASLt (LibTorch's handle and workspace, the current
@@ -25,8 +26,10 @@
 //     with DGELU_BGRAD (db1 in the weight's dtype, as cuBLASLt writes a bias gradient in the
 //     output type). Where cuBLASLt supports no algorithm for the shape, or F is not a positive
 //     multiple of 8 (the aux buffer's leading dimension must be), the reference below runs
-//     instead; any other cuBLASLt failure throws. Buffers need not be 256-byte aligned (each
-//     pointer's alignment is passed to cuBLASLt's algorithm choice).
+//     instead; so does a bias or pre-activation pointer that is not 16-byte aligned (cuBLASLt
+//     takes no alignment preference for them). Any other cuBLASLt failure throws. The operands
+//     and the output need not be 256-byte aligned (each one's alignment is passed to cuBLASLt's
+//     algorithm choice).
 //   - everything else (the CPU; float32 and float64 on CUDA): the reference, the unfused
 //     composition's own ops: at::mm for the GEMMs, and for the elementwise part the fp32
 //     arithmetic of bias_gelu.h's reference (pre = x W1^T + b1 rounded once to x's dtype; the

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/model.h"
+#include "tests/models/gpt2/autograd_graph.h"
 #include "tests/models/gpt2/test_batch.h"
 
 namespace gpt2 {
@@ -155,6 +156,8 @@ TEST_F(Fp8ModelTest, Fp8LinearsTakePrecedenceOverTheGeluGemmFusion) {
   Gpt2Stage fused(config, {0, 1}, 5, both);
   const at::Tensor a = fp8.Forward({}, batch);
   const at::Tensor b = fused.Forward({}, batch);
+  EXPECT_FALSE(testing::GraphHasNode(b, "GeluMlpFunction"));
+  EXPECT_TRUE(testing::GraphHasNode(b, "Fp8LinearFunction"));
   EXPECT_EQ(b.item<double>(), a.item<double>());
   a.backward();
   b.backward();

@@ -18,6 +18,7 @@
 #include "models/gpt2/init.h"
 #include "models/gpt2/parameter_names.h"
 #include "models/gpt2/summary.h"
+#include "tests/models/gpt2/autograd_graph.h"
 #include "tests/models/gpt2/test_batch.h"
 
 namespace gpt2 {
@@ -445,6 +446,9 @@ TEST_F(Gpt2StageTest, BiasGeluGemmFusionGivesTheUnfusedLossAndGradients) {
     const at::Tensor a = unfused.Forward(at::Tensor(), inputs);
     at::manual_seed(11);
     const at::Tensor b = fused.Forward(at::Tensor(), inputs);
+    // The switch reached the layers: the fused MLP is in one graph only.
+    EXPECT_TRUE(testing::GraphHasNode(b, "GeluMlpFunction"));
+    EXPECT_FALSE(testing::GraphHasNode(a, "GeluMlpFunction"));
     a.backward();
     b.backward();
     const bool bitwise = dtype != at::kBFloat16;

@@ -251,6 +251,16 @@ TEST_F(GeluMlpTest, TheEpiloguesRunOnCudaInHalfPrecisionWhereTheWidthAllows) {
       const bool expected = device.is_cuda() && dtype != at::kFloat && f % 8 == 0;
       EXPECT_EQ(forward, expected);
       EXPECT_EQ(backward, expected);
+      // A bias or pre-activation off 16-byte alignment (a view one element in) takes the
+      // reference: cuBLASLt cannot be told their alignment.
+      const LinearBiasGeluOutputs shifted = LinearBiasGelu(v.x.reshape({-1, shape.k}), v.fc_weight,
+                                                           testing::Unaligned(v.fc_bias), &forward);
+      EXPECT_FALSE(forward);
+      LinearDGeluBiasGrad(v.grad.reshape({-1, shape.h}), v.proj_weight,
+                          testing::Unaligned(out.pre_activation), &backward);
+      EXPECT_FALSE(backward);
+      EXPECT_TRUE(AllClose(shifted.output, out.output.to(at::kCPU, at::kDouble),
+                           ToleranceFor(dtype, Magnitude(out.output)), "h, unaligned bias"));
     }
   }
 }
@@ -264,7 +274,12 @@ TEST_F(GeluMlpTest, TheOutputMayBeModifiedInPlaceAndADoubleBackwardIsRefused) {
   at::Tensor y = GeluMlp(x, v.fc_weight, v.fc_bias, v.proj_weight);
   y.add_(1);
   y.backward(v.grad);
-  EXPECT_TRUE(x.grad().defined());
+  // Only x needs a gradient (the weights' branches are skipped): the unfused MLP's dx.
+  const at::Tensor unfused_x = v.x.clone().requires_grad_(true);
+  at::linear(BiasGelu(at::linear(unfused_x, v.fc_weight), v.fc_bias), v.proj_weight)
+      .backward(v.grad);
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_TRUE(at::equal(x.grad(), unfused_x.grad()));
   const at::Tensor x2 = v.x.clone().requires_grad_(true);
   const at::Tensor y2 = GeluMlp(x2, v.fc_weight, v.fc_bias, v.proj_weight);
   EXPECT_KERNEL_ERROR(torch::autograd::grad({y2}, {x2}, {v.grad}, /*retain_graph=*/true,
@@ -272,8 +287,10 @@ TEST_F(GeluMlpTest, TheOutputMayBeModifiedInPlaceAndADoubleBackwardIsRefused) {
                       "GeluMlp: its backward is not differentiable");
 }
 
-// Only what autograd asks for is computed: an input that needs no gradient gets none.
-TEST_F(GeluMlpTest, AnInputWithoutGradientGetsNone) {
+// An input that needs no gradient (here x, as a stage's first layer input from the embedding
+// would not be without a graph) takes the backward's branch that skips dx, and the gradients that
+// are asked for are the unfused MLP's, bit for bit in float32.
+TEST_F(GeluMlpTest, AnInputWithoutGradientGetsNoneAndTheOthersTheirs) {
   VARUNA_KERNEL_DEVICE_OR_SKIP(device);
   const Values values = On(MakeValues({{4, 8}, 16, 64, 16}, at::kFloat, 55), device);
   const at::Tensor w1 = values.fc_weight.clone().requires_grad_(true);

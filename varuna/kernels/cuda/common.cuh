@@ -124,9 +124,6 @@ __device__ __forceinline__ void StoreFromFloat(T* p, const float (&in)[kVec]) {
 // ceil(a / b) for a >= 0 and b > 0: blocks or chunks that cover a items.
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// How many blocks of `threads_per_block` threads the current device holds at once by thread
-// count (SMs * max(1, max threads per SM / threads_per_block)): the grid of a grid-stride
-// kernel. No synchronisation; returns the CUDA error of the attribute queries.
 // The current device's multiprocessor count, and the device.
 inline cudaError_t Multiprocessors(int* sms, int* device) {
   cudaError_t error = cudaGetDevice(device);
@@ -134,6 +131,9 @@ inline cudaError_t Multiprocessors(int* sms, int* device) {
   return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *device);
 }
 
+// How many blocks of `threads_per_block` threads the current device holds at once by thread
+// count (SMs * max(1, max threads per SM / threads_per_block)): the grid of a grid-stride
+// kernel. No synchronisation; returns the CUDA error of the attribute queries.
 inline cudaError_t ResidentBlocks(int threads_per_block, int* blocks) {
   int device = 0;
   int sms = 0;
