@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "data/tokenizer_status.h"
 #include "trainer/fp8_flags.h"
+#include "trainer/fusion_flags.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/megatron_flags.h"
 #include "varuna/io/user_paths.h"
@@ -144,23 +145,12 @@ absl::Status ValidateArguments(const TrainerArguments& a) {
         "attention residual add with ln_2), but --no-bias-dropout-fusion was given: drop "
         "--no-bias-dropout-fusion, or drop --bias-dropout-add-layernorm-fusion");
   }
-  if (a.bias_gelu_gemm_fusion && !a.bias_dropout_fusion) {
-    return Invalid(
-        "--bias-gelu-gemm-fusion needs --bias-dropout-fusion (the fused MLP leaves c_proj's bias "
-        "to that op), but --no-bias-dropout-fusion was given: drop --no-bias-dropout-fusion, or "
-        "drop --bias-gelu-gemm-fusion");
-  }
-  if (a.bias_gelu_gemm_fusion && a.deterministic) {
-    return Invalid(
-        "--bias-gelu-gemm-fusion and --deterministic: cuBLASLt's bias-gradient epilogue has not "
-        "been shown repeatable on a GPU yet (gelu_mlp_test_gpu checks it): drop "
-        "--bias-gelu-gemm-fusion");
-  }
-  if (a.bias_gelu_gemm_fusion && !a.fp8_format.empty()) {
-    return Invalid(absl::StrCat(
-        "--bias-gelu-gemm-fusion and --fp8-format=", a.fp8_format,
-        " exclude each other: FP8 runs the MLP's linears as FP8 GEMMs, which have no GeLU "
-        "epilogue: drop one of them"));
+  if (a.bias_gelu_gemm_fusion) {
+    if (absl::Status status =
+            CheckBiasGeluGemmFusion(a.bias_dropout_fusion, a.deterministic, a.fp8_format);
+        !status.ok()) {
+      return status;
+    }
   }
   if (absl::StatusOr<std::optional<varuna::kernels::Fp8Recipe>> fp8 = Fp8RecipeFromFlags(
           a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo, a.fp8_margin,

@@ -73,6 +73,7 @@
 #include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
 #include "trainer/fp8_flags.h"
+#include "trainer/fusion_flags.h"
 #include "trainer/gpt_engine.h"
 #include "trainer/op_profile.h"
 #include "trainer/throughput.h"
@@ -282,22 +283,13 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
   if (o.fp8_compare && !o.fp8) {
     return Invalid("fp8-compare", "true", "needs --fp8-format=hybrid (or e4m3) to compare with");
   }
-  // pretrain_gpt2's refusals of the MLP's GEMM epilogues (trainer/argument_checks.cc), so that a
-  // measured variant is the one asked for.
+  // pretrain_gpt2's refusals of the MLP's GEMM epilogues, so that a measured variant is the one
+  // asked for.
   if (o.bias_gelu_gemm_fusion) {
-    if (!o.bias_dropout_fusion) {
-      return Invalid("bias-gelu-gemm-fusion", "true",
-                     "needs --bias-dropout-fusion (the fused MLP leaves c_proj's bias to it)");
-    }
-    if (o.fp8) {
-      return Invalid("bias-gelu-gemm-fusion", "true",
-                     "and --fp8-format exclude each other: FP8 runs the MLP's linears as FP8 "
-                     "GEMMs");
-    }
-    if (o.deterministic) {
-      return Invalid("bias-gelu-gemm-fusion", "true",
-                     "and --deterministic: cuBLASLt's bias-gradient epilogue has not been shown "
-                     "repeatable on a GPU yet");
+    if (absl::Status status =
+            trainer::CheckBiasGeluGemmFusion(o.bias_dropout_fusion, o.deterministic, f.fp8_format);
+        !status.ok()) {
+      return status;
     }
   }
   o.model.vocab_size = f.vocab_size;

@@ -496,16 +496,11 @@ while (($# > 0)); do
 done
 ((${#phases[@]} > 0)) || usage
 
+# One phase whose name the loop above accepted.
 run_phase() {
   local phase=$1 preset=$2
   case "$phase" in
-  tests | parity | determinism | kernels | training | planning | planning_8_3b_layers | \
-    plan_8_3b)
-    "phase_$phase"
-    ;;
-  throughput) phase_throughput "$preset" ;;
-  fusions) phase_fusions "$preset" ;;
-  fp8) phase_fp8 "$preset" ;;
+  throughput | fusions | fp8) "phase_$phase" "$preset" ;;
   all)
     for p in tests parity determinism kernels training planning planning_8_3b_layers plan_8_3b; do
       "phase_$p"
@@ -517,6 +512,7 @@ run_phase() {
     report || status=1
     ;;
   report) report || status=1 ;;
+  *) "phase_$phase" ;;
   esac
 }
 

@@ -94,7 +94,8 @@ uint32_t AlignmentBytes(const void* pointer) {
 
 // One cuBLASLt GEMM with an epilogue, in cuBLAS's column-major terms: D [m, n] (ld m) =
 // epilogue(op(A) op(B)), A and B of x's dtype, fp32 compute. Returns false, having run nothing,
-// where cuBLASLt supports no algorithm for it; any other failure throws.
+// where cuBLASLt supports no algorithm for it (and says which in `*ran`, when not null); any
+// other failure throws.
 struct EpilogueGemm {
   cublasOperation_t trans_a;
   cublasOperation_t trans_b;
@@ -110,7 +111,7 @@ struct EpilogueGemm {
 };
 
 bool RunEpilogueGemm(const EpilogueGemm& g, at::ScalarType dtype, const at::Tensor& on,
-                     const char* op) {
+                     const char* op, bool* ran_out) {
   const cudaDataType_t type = dtype == at::kHalf ? CUDA_R_16F : CUDA_R_16BF;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, d_layout = nullptr;
@@ -190,6 +191,7 @@ bool RunEpilogueGemm(const EpilogueGemm& g, at::ScalarType dtype, const at::Tens
         op, "cublasLtMatmul");
     ran = true;
   }
+  if (ran_out != nullptr) *ran_out = ran;
   return ran;
 }
 
@@ -281,10 +283,7 @@ LinearBiasGeluOutputs LinearBiasGelu(const at::Tensor& x, const at::Tensor& weig
                             CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
                             b.data_ptr(),
                             out.pre_activation.data_ptr()};
-    if (RunEpilogueGemm(gemm, x.scalar_type(), x, op)) {
-      if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = true;
-      return out;
-    }
+    if (RunEpilogueGemm(gemm, x.scalar_type(), x, op, used_gemm_epilogue)) return out;
   }
 #endif
   return ReferenceForward(x, weight, bias);
@@ -320,10 +319,7 @@ LinearDGeluBiasGradOutputs LinearDGeluBiasGrad(const at::Tensor& grad, const at:
                             CUBLASLT_EPILOGUE_DGELU_BGRAD,
                             out.bias.data_ptr(),
                             const_cast<void*>(pre.data_ptr())};
-    if (RunEpilogueGemm(gemm, pre.scalar_type(), pre, op)) {
-      if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = true;
-      return out;
-    }
+    if (RunEpilogueGemm(gemm, pre.scalar_type(), pre, op, used_gemm_epilogue)) return out;
   }
 #endif
   return ReferenceBackward(grad, weight, pre_activation);

@@ -114,6 +114,15 @@ Results Naive(const Values& v) {
   });
 }
 
+// The output and every gradient of `a` bit for bit those of `b`.
+void ExpectBitwiseEqual(const Results& a, const Results& b) {
+  EXPECT_TRUE(at::equal(a.y, b.y));
+  EXPECT_TRUE(at::equal(a.dx, b.dx));
+  EXPECT_TRUE(at::equal(a.d_fc_weight, b.d_fc_weight));
+  EXPECT_TRUE(at::equal(a.d_fc_bias, b.d_fc_bias));
+  EXPECT_TRUE(at::equal(a.d_proj_weight, b.d_proj_weight));
+}
+
 std::string Describe(const Shape& s, at::ScalarType dtype) {
   std::ostringstream out;
   out << "x " << at::IntArrayRef(s.leading) << " x " << s.k << ", F " << s.f << ", H " << s.h
@@ -174,11 +183,7 @@ TEST_F(GeluMlpTest, Float32IsBitwiseTheUnfusedComposition) {
     const Values values = On(MakeValues(shape, at::kFloat, seed += 10), device);
     const Results fused = Fused(values);
     const Results unfused = Unfused(values);
-    EXPECT_TRUE(at::equal(fused.y, unfused.y));
-    EXPECT_TRUE(at::equal(fused.dx, unfused.dx));
-    EXPECT_TRUE(at::equal(fused.d_fc_weight, unfused.d_fc_weight));
-    EXPECT_TRUE(at::equal(fused.d_fc_bias, unfused.d_fc_bias));
-    EXPECT_TRUE(at::equal(fused.d_proj_weight, unfused.d_proj_weight));
+    ExpectBitwiseEqual(fused, unfused);
   }
 }
 
@@ -225,11 +230,7 @@ TEST_F(GeluMlpTest, RepeatsBitwise) {
     const Values values = On(MakeValues({{512}, 256, 1024, 256}, dtype, 4321), device);
     const Results first = Fused(values);
     const Results second = Fused(values);
-    EXPECT_TRUE(at::equal(first.y, second.y));
-    EXPECT_TRUE(at::equal(first.dx, second.dx));
-    EXPECT_TRUE(at::equal(first.d_fc_weight, second.d_fc_weight));
-    EXPECT_TRUE(at::equal(first.d_fc_bias, second.d_fc_bias));
-    EXPECT_TRUE(at::equal(first.d_proj_weight, second.d_proj_weight));
+    ExpectBitwiseEqual(first, second);
   }
 }
 
