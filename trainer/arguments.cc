@@ -278,9 +278,11 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "dropout and the residual add in one pass (the same model; on by default; "
         "--no-bias-dropout-fusion: the unfused linear + dropout + add)");
   p.Add("bias-dropout-add-layernorm-fusion", &a.bias_dropout_add_layernorm_fusion,
-        "with --bias-dropout-fusion, the attention's bias + dropout + residual add and the "
-        "LayerNorm after it in one pass, writing the sum and its normalised form (the same "
-        "model; on by default; --no-bias-dropout-add-layernorm-fusion: the two ops apart)");
+        "with --bias-dropout-fusion, the residual stream's LayerNorms fused with it: the "
+        "attention's bias + dropout + residual add and the LayerNorm after it in one pass, "
+        "writing the sum and its normalised form, and each LayerNorm's backward adding the "
+        "residual's gradient in its own pass (the same model; on by default; "
+        "--no-bias-dropout-add-layernorm-fusion: the ops apart)");
   p.Add("bias-gelu-gemm-fusion", &a.bias_gelu_gemm_fusion,
         "with --bias-dropout-fusion, the MLP's bias + GeLU in the first GEMM's epilogue and the "
         "GeLU and bias gradients in the backward GEMM's (cuBLASLt on a GPU in fp16/bf16; the "

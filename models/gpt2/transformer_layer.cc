@@ -10,6 +10,7 @@
 #include "varuna/kernels/bias_gelu.h"
 #include "varuna/kernels/gelu_mlp.h"
 #include "varuna/kernels/layer_norm.h"
+#include "varuna/kernels/residual_layer_norm.h"
 
 namespace gpt2 {
 
@@ -156,16 +157,26 @@ torch::Tensor TransformerLayer::Forward(const torch::Tensor& x, const torch::Ten
     return y + Dropout(mlp_out, hidden_dropout_, training);
   }
   // The projections without their bias; bias, dropout and the residual add in one op each.
-  const torch::Tensor attention =
-      SelfAttention(*attn, LayerNorm(*ln_1, x, layernorm_epsilon_), mask, num_heads_,
-                    attention_dropout_, training, attention_backend_, /*skip_bias_add=*/true);
-  torch::Tensor y;
+  torch::Tensor residual = x;
   torch::Tensor normalized;
+  if (bias_dropout_add_layernorm_fusion_) {
+    // ln_1 passes x on to the residual add: x's two gradients are added in its backward pass.
+    varuna::kernels::ResidualLayerNormOutputs out =
+        varuna::kernels::ResidualLayerNorm(x, ln_1->weight, ln_1->bias, layernorm_epsilon_);
+    residual = out.residual;
+    normalized = out.output;
+  } else {
+    normalized = LayerNorm(*ln_1, x, layernorm_epsilon_);
+  }
+  const torch::Tensor attention =
+      SelfAttention(*attn, normalized, mask, num_heads_, attention_dropout_, training,
+                    attention_backend_, /*skip_bias_add=*/true);
+  torch::Tensor y;
   if (bias_dropout_add_layernorm_fusion_) {
     // The attention residual add and ln_2 in one op: y and ln_2(y) from one pass.
     varuna::kernels::BiasDropoutAddLayerNormOutputs out = varuna::kernels::BiasDropoutAddLayerNorm(
-        attention, attn->c_proj->bias, x, ln_2->weight, ln_2->bias, hidden_dropout_, training,
-        layernorm_epsilon_);
+        attention, attn->c_proj->bias, residual, ln_2->weight, ln_2->bias, hidden_dropout_,
+        training, layernorm_epsilon_);
     y = out.residual;
     normalized = out.output;
   } else {

@@ -133,10 +133,11 @@ class TransformerLayer : public torch::nn::Module {
  public:
   // Registers ln_1, attn, ln_2, mlp (uninitialised) for `config`, which must be valid; causal
   // attention runs on `attention_backend`; `bias_dropout_fusion` selects the fused residual
-  // adds, and with it `bias_dropout_add_layernorm_fusion` the fused attention residual add +
-  // ln_2, and with it `bias_gelu_gemm_fusion` the MLP as one op with its bias + GeLU in the
-  // GEMMs' epilogues (varuna::kernels::GeluMlp; not while its linears are FP8). The parameters
-  // and their names are the same either way.
+  // adds, and with it `bias_dropout_add_layernorm_fusion` the residual stream's LayerNorms fused
+  // with it (ln_1 passing x on, so that x's two gradients meet in its backward pass; the
+  // attention residual add + ln_2 as one op), and with it `bias_gelu_gemm_fusion` the MLP as one op
+  // with its bias + GeLU in the GEMMs' epilogues (varuna::kernels::GeluMlp; not while its linears
+  // are FP8). The parameters and their names are the same either way.
   TransformerLayer(const Gpt2Config& config, varuna::kernels::AttentionBackend attention_backend,
                    bool bias_dropout_fusion = true, bool bias_dropout_add_layernorm_fusion = true,
                    bool bias_gelu_gemm_fusion = false);

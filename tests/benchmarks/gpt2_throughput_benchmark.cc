@@ -168,7 +168,8 @@ void Register(varuna::FlagParser& parser, Flags& f) {
              "the unfused linear + dropout + residual add (the baseline of the fused one)");
   parser.Add("bias-dropout-add-layernorm-fusion", &f.bias_dropout_add_layernorm_fusion,
              "pretrain_gpt2's --bias-dropout-add-layernorm-fusion (on by default, with "
-             "--bias-dropout-fusion): the attention residual add and ln_2 in one op");
+             "--bias-dropout-fusion): the attention residual add and ln_2 in one op, and ln_1 "
+             "adding the residual's gradient in its backward");
   parser.Add("bias-gelu-gemm-fusion", &f.bias_gelu_gemm_fusion,
              "pretrain_gpt2's --bias-gelu-gemm-fusion (off by default, with "
              "--bias-dropout-fusion): the MLP's bias + GeLU in cuBLASLt's GEMM epilogues");

@@ -115,6 +115,10 @@ class Benchmark {
           !status.ok()) {
         return status;
       }
+      if (absl::Status status = ResidualLayerNorm(tokens, options_.quick ? h / 8 : h, rows);
+          !status.ok()) {
+        return status;
+      }
     }
     absl::Status status =
         CausalSoftmax(options_.quick ? 4 : 8 * 16, options_.quick ? 128 : 1024, rows);
@@ -324,6 +328,45 @@ class Benchmark {
           varuna::kernels::LayerNormBackward(dy, sum.output, norm.mean, norm.rstd, w);
       varuna::kernels::BiasDropoutAddBackward(dr + g.input, sum.mask, kP);
     });
+    out.push_back(backward);
+    return absl::OkStatus();
+  }
+
+  // ln_1's backward with the residual's gradient added in its pass (ResidualLayerNorm's backward:
+  // BiasDropoutAddLayerNormBackward without a mask, under --bias-dropout-add-layernorm-fusion)
+  // against LayerNormBackward and then the add of x's two gradients. Checked first: both agree
+  // to the dtype's rounding. (The forward is LayerNormForward either way.)
+  absl::Status ResidualLayerNorm(int64_t rows, int64_t n, std::vector<Row>& out) {
+    constexpr double kEpsilon = 1e-5;
+    const at::Tensor x = Random({rows, n}, dtype_);
+    const at::Tensor w = Random({n}, dtype_);
+    const at::Tensor b = Random({n}, dtype_);
+    const at::Tensor dy = Random({rows, n}, dtype_);
+    const at::Tensor dr = Random({rows, n}, dtype_);
+    const varuna::kernels::LayerNormForwardResult norm =
+        varuna::kernels::LayerNormForward(x, w, b, kEpsilon);
+    auto fused = [&] {
+      return varuna::kernels::BiasDropoutAddLayerNormBackward(dy, dr, x, /*mask=*/at::Tensor(),
+                                                              norm.mean, norm.rstd, w, /*p=*/0.0)
+          .residual;
+    };
+    auto unfused = [&] {
+      return dr + varuna::kernels::LayerNormBackward(dy, x, norm.mean, norm.rstd, w).input;
+    };
+    const double tolerance = dtype_ == at::kFloat ? 1e-4 : dtype_ == at::kHalf ? 2e-2 : 1e-1;
+    const double worst =
+        (fused().to(at::kFloat) - unfused().to(at::kFloat)).abs().max().item<double>();
+    if (!(worst <= tolerance)) {
+      return absl::InternalError(absl::StrFormat(
+          "residual_layer_norm's backward differs from layer_norm's backward + the add by up to "
+          "%g (tolerance %g for %s): the fused op is wrong, its time would mean nothing",
+          worst, tolerance, c10::toString(dtype_)));
+    }
+    // Reads dy, dr and x, writes dx (the parameters' gradients are 2n elements).
+    Row backward{"residual_layer_norm backward", absl::StrFormat("[%d, %d]", rows, n),
+                 static_cast<double>(rows * n) * 4 * Size()};
+    backward.fused_ms = Time([&] { fused(); });
+    backward.unfused_ms = Time([&] { unfused(); });
     out.push_back(backward);
     return absl::OkStatus();
   }

@@ -461,10 +461,12 @@ TEST_F(Gpt2StageTest, BiasGeluGemmFusionGivesTheUnfusedLossAndGradients) {
   }
 }
 
-// --bias-dropout-add-layernorm-fusion (on by default, with --bias-dropout-fusion): the
-// attention's residual add and ln_2 as one BiasDropoutAddLayerNorm, against BiasDropoutAdd then
-// LayerNorm. On the CPU the fused op's reference path is those two ops, drawing the same masks,
-// so the loss and every gradient are bitwise equal, with dropout and without, in every dtype.
+// --bias-dropout-add-layernorm-fusion (on by default, with --bias-dropout-fusion): ln_1 as
+// ResidualLayerNorm (x passed on to the residual add, x's two gradients added in its backward)
+// and the attention's residual add and ln_2 as one BiasDropoutAddLayerNorm, against LayerNorm
+// and BiasDropoutAdd then LayerNorm. On the CPU the fused ops' reference paths are those ops
+// (adding gradients in the dtype, as autograd does), drawing the same masks, so the loss and
+// every gradient are bitwise equal, with dropout and without, in every dtype.
 TEST_F(Gpt2StageTest, BiasDropoutAddLayerNormFusionGivesTheUnfusedLossAndGradients) {
   Gpt2ExecutionOptions separate;
   separate.bias_dropout_add_layernorm_fusion = false;
@@ -485,6 +487,11 @@ TEST_F(Gpt2StageTest, BiasDropoutAddLayerNormFusionGivesTheUnfusedLossAndGradien
       const at::Tensor a = unfused.Forward(at::Tensor(), inputs);
       at::manual_seed(11);
       const at::Tensor b = fused.Forward(at::Tensor(), inputs);
+      // The switch reached the layers: both LayerNorms take their residual's gradient.
+      for (const char* node : {"ResidualLayerNormFunction", "BiasDropoutAddLayerNormFunction"}) {
+        EXPECT_TRUE(testing::GraphHasNode(b, node)) << node;
+        EXPECT_FALSE(testing::GraphHasNode(a, node)) << node;
+      }
       EXPECT_EQ(b.item<double>(), a.item<double>());
       a.backward();
       b.backward();
