@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "data/tokenizer_status.h"
 #include "trainer/fp8_flags.h"
+#include "trainer/fp8_linear_choice.h"
 #include "trainer/fusion_flags.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/megatron_flags.h"
@@ -158,6 +159,11 @@ absl::Status ValidateArguments(const TrainerArguments& a) {
               a.WasGiven("fp8-margin"));
       !fp8.ok()) {
     return fp8.status();
+  }
+  if (absl::StatusOr<Fp8LinearsFlag> linears =
+          CheckFp8Linears(a.fp8_linears, a.WasGiven("fp8-linears"), a.fp8_format, a.deterministic);
+      !linears.ok()) {
+    return linears.status();
   }
   if (a.min_loss_scale > a.initial_loss_scale) {
     return Invalid(absl::StrCat("--min-loss-scale=", a.min_loss_scale,

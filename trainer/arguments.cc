@@ -288,7 +288,8 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "GeLU and bias gradients in the backward GEMM's (cuBLASLt on a GPU in fp16/bf16; the "
         "same model; off by default; not with --fp8-format or --deterministic)");
   p.Add("fp8-format", &a.fp8_format,
-        "FP8 in the four linears of each layer (Transformer Engine's delayed scaling): hybrid "
+        "FP8 in the linears of each layer (--fp8-linears; Transformer Engine's delayed scaling): "
+        "hybrid "
         "(E4M3 forward, E5M2 gradients) or e4m3; off when not given. Needs a GPU of compute "
         "capability 8.9 or newer (the CPU emulates it)");
   p.Add("fp8-amax-history-len", &a.fp8_amax_history_len,
@@ -296,6 +297,10 @@ void Register(FlagParser& p, TrainerArguments& a) {
   p.Add("fp8-amax-compute-algo", &a.fp8_amax_compute_algo,
         "with --fp8-format: the amax of the scale, most_recent or max (over the history)");
   p.Add("fp8-margin", &a.fp8_margin, "with --fp8-format: scale = fp8_max / amax / 2^margin");
+  p.Add("fp8-linears", &a.fp8_linears,
+        "with --fp8-format: which linears of each layer compute in FP8: all (the default), auto "
+        "(on a GPU, each where its forward + backward measured faster in FP8 at start-up), or "
+        "a comma list of linear_qkv, linear_proj, linear_fc1, linear_fc2");
   p.Add("distributed-timeout-minutes", &a.distributed_timeout_minutes,
         "how long a rank waits for the others (joining, any transfer) before failing");
   p.SetMinimum("distributed-timeout-minutes", 1);
@@ -433,6 +438,7 @@ absl::StatusOr<TrainerArguments> ParseArguments(const std::vector<std::string>& 
                            "fp8-amax-history-len",
                            "fp8-amax-compute-algo",
                            "fp8-margin",
+                           "fp8-linears",
                            "bias-dropout-add-layernorm-fusion"}) {
     if (parser.WasSet(name)) a.given.push_back(name);
   }

@@ -206,6 +206,10 @@ struct TrainerArguments {
   int64_t fp8_amax_history_len = 1;
   std::string fp8_amax_compute_algo = "most_recent";
   int fp8_margin = 0;
+  // --fp8-linears (trainer/fp8_linear_choice.h): which linears of each layer compute in FP8:
+  // all, auto (measured at start-up on a GPU) or a list of linear_qkv, linear_proj, linear_fc1,
+  // linear_fc2.
+  std::string fp8_linears = "all";
   int distributed_timeout_minutes = 10;
   // A rank whose heartbeat (varuna/comm/heartbeat.h) stops for this long is reported by name
   // and the job ends, long before the distributed timeout. 0: no heartbeat.

@@ -49,13 +49,13 @@ absl::StatusOr<std::optional<varuna::kernels::Fp8Recipe>> Fp8RecipeFromFlags(
 }
 
 std::string DescribeFp8Recipe(const varuna::kernels::Fp8Recipe& recipe) {
-  return absl::StrCat(
-      "> fp8: ", varuna::kernels::Fp8FormatName(recipe.format),
-      recipe.format == varuna::kernels::Fp8Format::kHybrid ? " (E4M3 forward, E5M2 gradients)"
-                                                           : " (E4M3 forward and gradients)",
-      " in the four linears of each layer, delayed scaling: amax history ", recipe.amax_history_len,
-      ", ", varuna::kernels::Fp8AmaxComputeAlgoName(recipe.amax_compute_algo), ", margin ",
-      recipe.margin);
+  return absl::StrCat("> fp8: ", varuna::kernels::Fp8FormatName(recipe.format),
+                      recipe.format == varuna::kernels::Fp8Format::kHybrid
+                          ? " (E4M3 forward, E5M2 gradients)"
+                          : " (E4M3 forward and gradients)",
+                      ", delayed scaling: amax history ", recipe.amax_history_len, ", ",
+                      varuna::kernels::Fp8AmaxComputeAlgoName(recipe.amax_compute_algo),
+                      ", margin ", recipe.margin);
 }
 
 }  // namespace trainer

@@ -28,8 +28,8 @@ absl::StatusOr<std::optional<varuna::kernels::Fp8Recipe>> Fp8RecipeFromFlags(
     const std::string& format, int64_t amax_history_len, const std::string& amax_compute_algo,
     int margin, bool others_given);
 
-// "> fp8: hybrid (E4M3 forward, E5M2 gradients) in the four linears of each layer, amax history
-// 1, most_recent, margin 0", for the start-up log.
+// "> fp8: hybrid (E4M3 forward, E5M2 gradients), delayed scaling: amax history 1, most_recent,
+// margin 0", for the start-up log (which linears: trainer/fp8_linear_choice.h).
 std::string DescribeFp8Recipe(const varuna::kernels::Fp8Recipe& recipe);
 
 }  // namespace trainer

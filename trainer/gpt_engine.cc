@@ -33,6 +33,15 @@ absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
   if (!attention.ok()) return attention.status();
   gpt2::Gpt2ExecutionOptions execution = options.execution;
   execution.attention = attention->backend;
+  std::string fp8_linears;
+  if (execution.fp8) {
+    absl::StatusOr<Fp8LinearsChoice> choice = ChooseFp8Linears(
+        options.fp8_linears, options.engine.device, options.engine.dtype, options.model,
+        options.engine.micro_batch_size(), *execution.fp8, options.engine.world);
+    if (!choice.ok()) return choice.status();
+    execution.fp8_linears = choice->linears;
+    fp8_linears = std::move(choice->reason);
+  }
   at::manual_seed(options.seed);
   absl::StatusOr<std::unique_ptr<varuna::Varuna>> engine =
       varuna::Varuna::Create(gpt2::Gpt2StageBuilder(options.model, options.seed, execution),
@@ -44,7 +53,7 @@ absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options) {
       !status.ok()) {
     return status;
   }
-  return GptEngine{std::move(*engine), std::move(*attention)};
+  return GptEngine{std::move(*engine), std::move(*attention), std::move(fp8_linears)};
 }
 
 }  // namespace trainer

@@ -19,6 +19,7 @@
 #include "models/gpt2/config.h"
 #include "models/gpt2/model.h"
 #include "trainer/attention_backend.h"
+#include "trainer/fp8_linear_choice.h"
 #include "varuna/optim/adam.h"
 #include "varuna/optim/loss_scaler.h"
 #include "varuna/varuna.h"
@@ -34,9 +35,11 @@ struct GptEngineOptions {
   // chosen among the deterministic ones.
   bool deterministic = false;
   // How the model computes: the fusions and FP8 (TrainerExecutionOptions in trainer/setup.h
-  // reads them from the flags). Its `attention` is ignored: CreateGptEngine sets the backend it
-  // chooses from attention_backend.
+  // reads them from the flags). Its `attention` and `fp8_linears` are ignored: CreateGptEngine
+  // sets them from what it chooses by attention_backend and fp8_linears.
   gpt2::Gpt2ExecutionOptions execution;
+  // --fp8-linears, with execution.fp8 (trainer/fp8_linear_choice.h).
+  Fp8LinearsFlag fp8_linears;
   uint64_t seed = 1234;  // the initial weights
   varuna::AdamOptions adam;
   varuna::LossScalerOptions loss_scaling;
@@ -45,15 +48,17 @@ struct GptEngineOptions {
 struct GptEngine {
   std::unique_ptr<varuna::Varuna> varuna;  // with its optimizer set
   AttentionChoice attention;               // the backend in use and why (for the log)
+  std::string fp8_linears;                 // with FP8: the linears in FP8 and why (for the log)
 };
 
 // The sizes of the micro-batches a step of `options` runs: the micro-batch size, and the last
 // one's when it is smaller.
 std::vector<int64_t> MicroBatchSizes(const varuna::VarunaOptions& options);
 
-// Builds the engine. Errors: those of ChooseAttentionBackend (a bad --attention-backend),
-// varuna::kernels::CheckFp8Device and gpt2::ValidateFp8Shapes (with fp8), Varuna::Create
-// (options that do not fit the model) and Varuna::set_optimizer.
+// Builds the engine. Errors: those of ChooseAttentionBackend (a bad --attention-backend), and
+// with fp8 those of varuna::kernels::CheckFp8Device, gpt2::ValidateFp8Shapes and
+// ChooseFp8Linears; Varuna::Create (options that do not fit the model) and
+// Varuna::set_optimizer.
 absl::StatusOr<GptEngine> CreateGptEngine(const GptEngineOptions& options);
 
 }  // namespace trainer

@@ -115,6 +115,7 @@ void ReportEngine(const TrainerArguments& a, const GptEngine& gpt, RunReport& re
                              a.fp8_margin, /*others_given=*/false);
       fp8.ok() && fp8->has_value()) {
     report.Info(DescribeFp8Recipe(**fp8));
+    report.Info(absl::StrCat("> fp8 linears: ", gpt.fp8_linears));
   }
   report.Info(a.bias_dropout_fusion
                   ? "> residual adds: bias, dropout and add fused (--bias-dropout-fusion)"

@@ -22,6 +22,7 @@
 #include "models/gpt2/summary.h"
 #include "trainer/attention_backend.h"
 #include "trainer/device_name.h"
+#include "trainer/fp8_linear_choice.h"
 #include "trainer/setup.h"
 #include "varuna/comm/status_agreement.h"
 #include "varuna/comm/world.h"
@@ -594,6 +595,14 @@ absl::Status RunProfileMode(const TrainerArguments& a, const gpt2::Gpt2Config& c
   // all, and FP8), so the profile times what the simulator is asked to predict.
   options.execution = TrainerExecutionOptions(a);
   options.execution.attention = attention->backend;
+  if (options.execution.fp8) {
+    absl::StatusOr<Fp8LinearsChoice> linears = ChooseFp8Linears(
+        TrainerFp8Linears(a), engine.device, engine.dtype, config,
+        /*micro_batch=*/a.profile_micro_batch_sizes.back(), *options.execution.fp8, world.get());
+    if (!linears.ok()) return linears.status();
+    options.execution.fp8_linears = linears->linears;
+    (*log)->Info(absl::StrCat("> fp8 linears: ", linears->reason));
+  }
   options.world = world.get();
   options.gpus_per_node = launch.local_world_size.value_or(1);
   options.every_rank = a.profile_every_rank;

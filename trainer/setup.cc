@@ -506,6 +506,11 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
   return data;
 }
 
+Fp8LinearsFlag TrainerFp8Linears(const TrainerArguments& a) {
+  return CheckFp8Linears(a.fp8_linears, /*given=*/false, a.fp8_format, /*deterministic=*/false)
+      .value_or(Fp8LinearsFlag{});
+}
+
 gpt2::Gpt2ExecutionOptions TrainerExecutionOptions(const TrainerArguments& a) {
   gpt2::Gpt2ExecutionOptions execution;
   execution.fused_cross_entropy = a.cross_entropy_loss_fusion;
@@ -517,6 +522,9 @@ gpt2::Gpt2ExecutionOptions TrainerExecutionOptions(const TrainerArguments& a) {
   execution.fp8 = Fp8RecipeFromFlags(a.fp8_format, a.fp8_amax_history_len, a.fp8_amax_compute_algo,
                                      a.fp8_margin, /*others_given=*/false)
                       .value_or(std::nullopt);
+  // Checked by ParseArguments too; auto is resolved by CreateGptEngine (or the profile mode),
+  // with all four until then.
+  execution.fp8_linears = TrainerFp8Linears(a).linears;
   return execution;
 }
 
@@ -528,6 +536,7 @@ GptEngineOptions TrainerEngineOptions(const TrainerArguments& a, const gpt2::Gpt
   options.attention_backend = a.attention_backend;
   options.deterministic = a.deterministic;
   options.execution = TrainerExecutionOptions(a);
+  options.fp8_linears = TrainerFp8Linears(a);
   options.seed = static_cast<uint64_t>(a.seed);
   options.adam.lr = a.lr;
   options.adam.beta1 = a.adam_beta1;

@@ -20,6 +20,7 @@
 #include "data/tokenizer_status.h"
 #include "models/gpt2/config.h"
 #include "trainer/arguments.h"
+#include "trainer/fp8_linear_choice.h"
 #include "trainer/gpt_data.h"
 #include "trainer/gpt_engine.h"
 #include "trainer/lr_schedule.h"
@@ -151,9 +152,13 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
                                                   const varuna::VarunaOptions& engine,
                                                   Vocabulary& vocabulary, TrainingLog& log);
 
+// --fp8-linears as parsed (ParseArguments has checked it).
+Fp8LinearsFlag TrainerFp8Linears(const TrainerArguments& a);
+
 // How the model computes, from the flags: the fusions and FP8 (everything of
 // gpt2::Gpt2ExecutionOptions but the attention backend, which is chosen where the model is
-// built). Training and profile mode both take it, so a profile times the model training runs.
+// built, and with --fp8-linears=auto the FP8 linears, likewise). Training and profile mode both
+// take it, so a profile times the model training runs.
 gpt2::Gpt2ExecutionOptions TrainerExecutionOptions(const TrainerArguments& a);
 
 // The engine's full options from the flags: Adam's and the loss scaler's among them.

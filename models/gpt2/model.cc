@@ -58,7 +58,15 @@ Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint6
             execution.bias_dropout_add_layernorm_fusion, execution.bias_gelu_gemm_fusion)));
   }
   if (execution.fp8) {
-    for (auto& [name, linear] : Fp8Linears()) linear->EnableFp8(*execution.fp8);
+    const Fp8Linears& chosen = execution.fp8_linears;
+    for (const std::shared_ptr<TransformerLayer>& layer : layers_) {
+      for (auto [on, linear] : {std::pair{chosen.qkv, layer->attn->c_attn.get()},
+                                {chosen.proj, layer->attn->c_proj.get()},
+                                {chosen.fc1, layer->mlp->c_fc.get()},
+                                {chosen.fc2, layer->mlp->c_proj.get()}}) {
+        if (on) linear->EnableFp8(*execution.fp8);
+      }
+    }
   }
   if (range.last == last_segment) {
     ln_f_ = register_module("ln_f", std::make_shared<LayerNormParams>(h));
@@ -92,7 +100,7 @@ absl::Status ValidateFp8Shapes(const Gpt2Config& config,
   return absl::OkStatus();
 }
 
-std::vector<std::pair<std::string, LinearParams*>> Gpt2Stage::Fp8Linears() const {
+std::vector<std::pair<std::string, LinearParams*>> Gpt2Stage::LayerLinears() const {
   std::vector<std::pair<std::string, LinearParams*>> out;
   for (size_t k = 0; k < layers_.size(); ++k) {
     const TransformerLayer& layer = *layers_[k];
@@ -107,7 +115,7 @@ std::vector<std::pair<std::string, LinearParams*>> Gpt2Stage::Fp8Linears() const
 
 std::vector<std::pair<std::string, at::Tensor>> Gpt2Stage::named_state() {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (auto& [name, linear] : Fp8Linears()) {
+  for (auto& [name, linear] : LayerLinears()) {
     varuna::kernels::Fp8LinearMeta* meta = linear->fp8_meta();
     if (meta == nullptr) continue;
     for (auto& [field, tensor] : varuna::kernels::Fp8LinearMetaTensors(*meta)) {
@@ -119,7 +127,7 @@ std::vector<std::pair<std::string, at::Tensor>> Gpt2Stage::named_state() {
 
 std::vector<at::Tensor> Gpt2Stage::replica_max_state() {
   std::vector<at::Tensor> out;
-  for (auto& [name, linear] : Fp8Linears()) {
+  for (auto& [name, linear] : LayerLinears()) {
     varuna::kernels::Fp8LinearMeta* meta = linear->fp8_meta();
     if (meta == nullptr) continue;
     for (varuna::kernels::Fp8Meta* role : {&meta->input, &meta->weight, &meta->grad_output}) {
@@ -134,7 +142,7 @@ void Gpt2Stage::UpdateStateAfterBackward() {
   // recipe: every FP8 layer of a stage, in practice.
   const varuna::kernels::Fp8Recipe* recipe = nullptr;
   std::vector<varuna::kernels::Fp8LinearMeta*> metas;
-  for (auto& [name, linear] : Fp8Linears()) {
+  for (auto& [name, linear] : LayerLinears()) {
     varuna::kernels::Fp8LinearMeta* meta = linear->fp8_meta();
     if (meta == nullptr) continue;
     if (recipe != nullptr && !varuna::kernels::SameFp8Recipe(*recipe, *linear->fp8_recipe())) {

@@ -46,6 +46,18 @@
 
 namespace gpt2 {
 
+// The four linears of a layer by Megatron-core's names (--fp8-linears): linear_qkv (attn.c_attn),
+// linear_proj (attn.c_proj), linear_fc1 (mlp.c_fc), linear_fc2 (mlp.c_proj); a flag per linear.
+struct Fp8Linears {
+  bool qkv = true;
+  bool proj = true;
+  bool fc1 = true;
+  bool fc2 = true;
+
+  bool any() const { return qkv || proj || fc1 || fc2; }
+  bool all() const { return qkv && proj && fc1 && fc2; }
+};
+
 // How the model runs, as opposed to what it computes (Gpt2Config): choices that change speed,
 // not the function (up to rounding), and so are not saved with a checkpoint.
 struct Gpt2ExecutionOptions {
@@ -79,14 +91,18 @@ struct Gpt2ExecutionOptions {
   // unfused ops); in fp16/bf16 the GeLU's input is kept rounded to the dtype. FP8 linears
   // (`fp8` set) take precedence: the MLP then runs unfused.
   bool bias_gelu_gemm_fusion = false;
-  // FP8 (Megatron's --fp8-format): set, the four linears of every layer compute in FP8 with
-  // this delayed-scaling recipe (varuna::kernels::Fp8Linear); the embeddings, LayerNorms,
-  // attention's softmax and the LM head stay in the model's dtype. Each linear's state (amax
-  // histories and scales) is the stage's named_state(), "<linear>.fp8.<role>.<field>", e.g.
-  // "h.3.attn.c_attn.fp8.input.amax_history": saved in checkpoints, the amaxes agreed over the
-  // replicas with MAX and the scales updated once per step (UpdateStateAfterBackward).
-  // Micro-batch x sequence and the hidden size must be multiples of 16 (ValidateFp8Shapes).
+  // FP8 (Megatron's --fp8-format): set, the linears of every layer that fp8_linears names
+  // (all four by default) compute in FP8 with this delayed-scaling recipe
+  // (varuna::kernels::Fp8Linear); the embeddings, LayerNorms, attention's softmax and the LM head
+  // stay in the model's dtype. Each linear's state (amax histories and scales) is the stage's
+  // named_state(), "<linear>.fp8.<role>.<field>", e.g. "h.3.attn.c_attn.fp8.input.amax_history":
+  // saved in checkpoints, the amaxes agreed over the replicas with MAX and the scales updated once
+  // per step (UpdateStateAfterBackward). Micro-batch x sequence and the hidden size must be
+  // multiples of 16 (ValidateFp8Shapes).
   std::optional<varuna::kernels::Fp8Recipe> fp8;
+  // With `fp8`: which of the four compute in FP8 (all, by default); the others compute in the
+  // model's dtype and have no FP8 state.
+  Fp8Linears fp8_linears;
 };
 
 // OK if FP8 linears can run `config` on micro-batches of each of `micro_batch_sizes` examples:
@@ -156,9 +172,9 @@ class Gpt2Stage : public varuna::StageModule {
   torch::Tensor Embed(const varuna::TensorMap& inputs);
   torch::Tensor AttentionMask(const varuna::TensorMap& inputs, const torch::Tensor& x) const;
   std::string Where() const;  // "Gpt2Stage(segments [a, b] of L)" for messages
-  // The held FP8 linears by full-model name ("h.3.attn.c_attn"), in layer order; empty
-  // without FP8.
-  std::vector<std::pair<std::string, LinearParams*>> Fp8Linears() const;
+  // The four linears of each held layer by full-model name ("h.3.attn.c_attn"), in layer
+  // order; those not computing in FP8 have no fp8_meta().
+  std::vector<std::pair<std::string, LinearParams*>> LayerLinears() const;
 
   Gpt2Config config_;
   varuna::SegmentRange range_;

@@ -73,6 +73,7 @@
 #include "trainer/deterministic_mode.h"
 #include "trainer/device_name.h"
 #include "trainer/fp8_flags.h"
+#include "trainer/fp8_linear_choice.h"
 #include "trainer/fusion_flags.h"
 #include "trainer/gpt_engine.h"
 #include "trainer/op_profile.h"
@@ -124,7 +125,8 @@ struct Flags {
   bool bias_dropout_add_layernorm_fusion = true;
   bool bias_gelu_gemm_fusion = false;
   bool sweep_micro_batch = false;
-  std::string fp8_format;  // pretrain_gpt2's --fp8-format ("": off)
+  std::string fp8_format;           // pretrain_gpt2's --fp8-format ("": off)
+  std::string fp8_linears = "all";  // pretrain_gpt2's --fp8-linears
   bool fp8_compare = false;
 };
 
@@ -174,8 +176,12 @@ void Register(varuna::FlagParser& parser, Flags& f) {
              "pretrain_gpt2's --bias-gelu-gemm-fusion (off by default, with "
              "--bias-dropout-fusion): the MLP's bias + GeLU in cuBLASLt's GEMM epilogues");
   parser.Add("fp8-format", &f.fp8_format,
-             "pretrain_gpt2's --fp8-format: hybrid or e4m3 in the four linears of each layer "
+             "pretrain_gpt2's --fp8-format: hybrid or e4m3 in the linears of each layer "
              "(Megatron's amax history 1, most_recent); off when not given");
+  parser.Add("fp8-linears", &f.fp8_linears,
+             "pretrain_gpt2's --fp8-linears: all, auto (each linear in FP8 where it measured "
+             "faster at start-up on a GPU) or a list of linear_qkv, linear_proj, linear_fc1, "
+             "linear_fc2");
   parser.Add("fp8-compare", &f.fp8_compare,
              "with --fp8-format: the run without FP8, then with it on a fresh engine (same seed, "
              "same batches); prints FP8 tokens/s / the other's and the relative difference of "
@@ -216,6 +222,7 @@ struct Options {
   bool bias_gelu_gemm_fusion = false;
   bool sweep_micro_batch = false;
   std::optional<varuna::kernels::Fp8Recipe> fp8;
+  trainer::Fp8LinearsFlag fp8_linears;
   bool fp8_compare = false;
   gpt2::Gpt2Config model;
 };
@@ -280,6 +287,10 @@ absl::StatusOr<Options> MakeOptions(const Flags& f) {
       trainer::Fp8RecipeFromFlags(f.fp8_format, 1, "most_recent", 0, /*others_given=*/false);
   if (!fp8.ok()) return fp8.status();
   o.fp8 = *fp8;
+  absl::StatusOr<trainer::Fp8LinearsFlag> linears = trainer::CheckFp8Linears(
+      f.fp8_linears, /*given=*/f.fp8_linears != "all", f.fp8_format, o.deterministic);
+  if (!linears.ok()) return linears.status();
+  o.fp8_linears = *linears;
   o.fp8_compare = f.fp8_compare;
   if (o.fp8_compare && !o.fp8) {
     return Invalid("fp8-compare", "true", "needs --fp8-format=hybrid (or e4m3) to compare with");
@@ -492,6 +503,7 @@ absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
   options.execution.bias_dropout_add_layernorm_fusion = o.bias_dropout_add_layernorm_fusion;
   options.execution.bias_gelu_gemm_fusion = o.bias_gelu_gemm_fusion;
   options.execution.fp8 = o.fp8;
+  options.fp8_linears = o.fp8_linears;
   options.deterministic = deterministic;
   options.seed = static_cast<uint64_t>(o.seed);
   options.adam.lr = o.lr;
@@ -517,6 +529,7 @@ absl::StatusOr<Value> Benchmark(const Options& o, bool deterministic) {
           .c_str(),
       recomputed, o.distinct_batches, static_cast<long long>(o.seed), o.lr, o.weight_decay,
       o.engine.clip_grad, o.model.hidden_dropout);
+  if (o.fp8) absl::PrintF("  fp8 linears: %s\n", gpt->fp8_linears);
   std::fflush(stdout);
 
   Run run;

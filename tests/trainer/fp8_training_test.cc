@@ -75,6 +75,15 @@ TEST_F(Fp8TrainingTest, BadFlagsAndShapesExitTwo) {
        "--fp8-format needs --hidden-size to be a multiple of 16"},
       {{"--fp8-format=hybrid", "--batch-size=3", "--seq-length=8", "--max-position-embeddings=16"},
        "a micro-batch of 3 x 8 = 24 tokens is not"},
+      {{"--fp8-linears=linear_fc1"},
+       "--fp8-linears chooses which linears compute in FP8, which "
+       "is off: add --fp8-format=hybrid"},
+      {{"--fp8-format=hybrid", "--fp8-linears=linear_fc3"},
+       "--fp8-linears=linear_fc3: \"linear_fc3\" is not a linear; give all, auto, or a comma "
+       "list of linear_qkv, linear_proj, linear_fc1 and linear_fc2"},
+      {{"--fp8-format=hybrid", "--fp8-linears=linear_qkv,linear_qkv"}, "is named twice"},
+      {{"--fp8-format=hybrid", "--fp8-linears=auto", "--deterministic"},
+       "--fp8-linears=auto chooses by a timing at start-up"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> flags;
@@ -112,6 +121,36 @@ TEST_F(Fp8TrainingTest, LossFallsAsTheFloat32ModelsDoes) {
   EXPECT_LT(last, first - 1.0) << "the loss does not fall";
   EXPECT_NEAR(last, reference_last, 0.01 * reference_last);
   EXPECT_NE(a.at(40), b.at(40));  // FP8 did run
+}
+
+// --fp8-linears: only the named linears compute in FP8 and hold FP8 state, the log says which,
+// and a run with all four resumes from that checkpoint, the other linears' state fresh. auto on
+// the CPU is all four (nothing to measure).
+TEST_F(Fp8TrainingTest, OnlyTheNamedLinearsComputeInFp8) {
+  const std::string ckpt = dir_ + "/ckpt";
+  Result some = Run(Model({"--train-iters=2", "--batch-size=4", "--save=" + ckpt,
+                           "--fp8-linears=linear_fc2,linear_qkv"}),
+                    "some");
+  ASSERT_EQ(some.exit.code, 0) << Describe(some);
+  EXPECT_THAT(some.exit.output, HasSubstr("> fp8 linears: linear_qkv, linear_fc2 (--fp8-linears)"));
+  const auto state = Fp8State(ckpt, 2, 0);
+  EXPECT_EQ(state.size(), 2u * 9u);  // two linears of layer 0, nine tensors each
+  for (const auto& [name, tensor] : state) {
+    EXPECT_TRUE(absl::StartsWith(name, "h.0.attn.c_attn.fp8.") ||
+                absl::StartsWith(name, "h.0.mlp.c_proj.fp8."))
+        << name;
+  }
+  Result all = Run(Model({"--train-iters=3", "--batch-size=4", "--load=" + ckpt}), "all");
+  ASSERT_EQ(all.exit.code, 0) << Describe(all);
+  EXPECT_THAT(all.exit.output, HasSubstr("> fp8 linears: all four (--fp8-linears)"));
+  EXPECT_THAT(all.exit.output, HasSubstr("model state tensors (h.0.attn.c_proj.fp8."));
+  EXPECT_THAT(all.exit.output, HasSubstr("they start fresh"));
+
+  Result automatic =
+      Run(Model({"--train-iters=1", "--batch-size=4", "--fp8-linears=auto"}), "auto");
+  ASSERT_EQ(automatic.exit.code, 0) << Describe(automatic);
+  EXPECT_THAT(automatic.exit.output,
+              HasSubstr("> fp8 linears: all four (auto: on the CPU LibTorch emulates"));
 }
 
 TEST_F(Fp8TrainingTest, AResumedRunIsTheUnbrokenOne) {

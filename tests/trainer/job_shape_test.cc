@@ -173,6 +173,21 @@ TEST(JobShapeTest, BiasGeluGemmFusionIsOffByDefaultAndRefusedWhereItCannotRun) {
   EXPECT_FALSE(TrainerExecutionOptions(Parsed({})).bias_gelu_gemm_fusion);
 }
 
+// --fp8-linears reaches the model's options: a list as its flags, all four by default and
+// (until the engine measures) under auto.
+TEST(JobShapeTest, Fp8LinearsReachTheModelsOptions) {
+  const gpt2::Fp8Linears some =
+      TrainerExecutionOptions(
+          Parsed({"--fp8-format=hybrid", "--fp8-linears=linear_fc1,linear_proj"}))
+          .fp8_linears;
+  EXPECT_TRUE(!some.qkv && some.proj && some.fc1 && !some.fc2);
+  EXPECT_TRUE(TrainerExecutionOptions(Parsed({"--fp8-format=hybrid"})).fp8_linears.all());
+  const TrainerArguments automatic = Parsed({"--fp8-format=hybrid", "--fp8-linears=auto"});
+  EXPECT_TRUE(TrainerFp8Linears(automatic).automatic);
+  EXPECT_TRUE(TrainerExecutionOptions(automatic).fp8_linears.all());
+  EXPECT_FALSE(TrainerFp8Linears(Parsed({"--fp8-format=hybrid"})).automatic);
+}
+
 // Megatron's arguments.py: iteration- and sample-based forms do not mix; a warmup is a
 // fraction or a count.
 TEST(JobShapeTest, MegatronsRulesForTheScheduleFlags) {

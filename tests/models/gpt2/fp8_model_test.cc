@@ -145,6 +145,34 @@ TEST_F(Fp8ModelTest, Bf16ModelRunsFp8Linears) {
   }
 }
 
+// fp8_linears: only the chosen linears compute in FP8 and hold state; with none chosen the
+// model is bitwise the model without FP8.
+TEST_F(Fp8ModelTest, OnlyTheChosenLinearsComputeInFp8) {
+  const Gpt2Config config = Fp8Config();
+  const varuna::TensorMap batch = testing::RandomBatch(config, 2, config.seq_length, 19);
+  Gpt2ExecutionOptions some = Fp8Execution(varuna::kernels::Fp8Format::kHybrid);
+  some.fp8_linears = Fp8Linears{/*qkv=*/false, /*proj=*/true, /*fc1=*/false, /*fc2=*/false};
+  Gpt2Stage proj_only(config, {0, 1}, 5, some);
+  const std::vector<std::pair<std::string, at::Tensor>> state = proj_only.named_state();
+  EXPECT_EQ(state.size(), 2u * 9u);  // two layers' attention projections
+  for (const auto& [name, tensor] : state) {
+    EXPECT_TRUE(absl::StrContains(name, ".attn.c_proj.fp8.")) << name;
+  }
+  EXPECT_TRUE(testing::GraphHasNode(proj_only.Forward({}, batch), "Fp8LinearFunction"));
+
+  Gpt2ExecutionOptions none = Fp8Execution(varuna::kernels::Fp8Format::kHybrid);
+  none.fp8_linears = Fp8Linears{false, false, false, false};
+  Gpt2Stage reference(config, {0, 1}, 5);
+  Gpt2Stage no_fp8(config, {0, 1}, 5, none);
+  EXPECT_TRUE(no_fp8.named_state().empty());
+  at::manual_seed(3);
+  const at::Tensor a = reference.Forward({}, batch);
+  at::manual_seed(3);
+  const at::Tensor b = no_fp8.Forward({}, batch);
+  EXPECT_FALSE(testing::GraphHasNode(b, "Fp8LinearFunction"));
+  EXPECT_EQ(b.item<double>(), a.item<double>());
+}
+
 // FP8 linears take precedence over the MLP's GEMM-epilogue fusion (whose GEMMs are not FP8):
 // with both asked for, the model runs exactly the FP8 model, state included.
 TEST_F(Fp8ModelTest, Fp8LinearsTakePrecedenceOverTheGeluGemmFusion) {

@@ -1,0 +1,72 @@
+// Which linears of each layer compute in FP8 (--fp8-linears, with --fp8-format):
+//
+//   all (the default)   the four: linear_qkv, linear_proj, linear_fc1, linear_fc2
+//   a comma list        those named (Megatron-core's names of attn.c_attn, attn.c_proj, mlp.c_fc
+//                       and mlp.c_proj)
+//   auto                on the CPU, all four (LibTorch emulates the FP8 GEMM there: nothing to
+//                       measure); on CUDA, each linear in FP8 only where its forward + backward
+//                       at this run's micro-batch ran faster in FP8 than in the model's dtype,
+//                       measured once at start-up (a few iterations each) and, in a job of
+//                       several processes, summed over every rank first so that all ranks choose
+//                       alike (replicas must hold the same FP8 state).
+//
+// An FP8 GEMM is not faster at every shape: a square [h, h] projection has a quarter of the
+// qkv's and fc's outputs to spread over the GPU and pays the same quantise passes.
+//
+// Thread safety: none needed; called once per process.
+#ifndef VARUNA_TRAINER_FP8_LINEAR_CHOICE_H_
+#define VARUNA_TRAINER_FP8_LINEAR_CHOICE_H_
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/gpt2/config.h"
+#include "models/gpt2/model.h"
+#include "varuna/comm/world.h"
+#include "varuna/kernels/fp8_linear.h"
+
+namespace trainer {
+
+// --fp8-linears as parsed: `automatic` for auto, else the linears named.
+struct Fp8LinearsFlag {
+  bool automatic = false;
+  gpt2::Fp8Linears linears;
+};
+
+// Parses `value`: all, auto, or a comma list of linear_qkv, linear_proj, linear_fc1, linear_fc2
+// (each at most once). InvalidArgument naming --fp8-linears, the bad word and the choices.
+absl::StatusOr<Fp8LinearsFlag> ParseFp8Linears(const std::string& value);
+
+// --fp8-linears as the trainer takes it: ParseFp8Linears(value), refused (InvalidArgument, naming
+// the fix) when `given` without FP8 (`fp8_format` empty), or auto with --deterministic (a timing
+// may choose differently from one run to the next).
+absl::StatusOr<Fp8LinearsFlag> CheckFp8Linears(const std::string& value, bool given,
+                                               const std::string& fp8_format, bool deterministic);
+
+// "linear_qkv, linear_fc1" (in layer order), "all four", or "none".
+std::string Fp8LinearsNames(const gpt2::Fp8Linears& linears);
+
+struct Fp8LinearsChoice {
+  gpt2::Fp8Linears linears;
+  // For the log: "linear_qkv, linear_fc1, linear_fc2 (auto: forward + backward of 8192 tokens:
+  // linear_qkv fp8 0.467 ms vs bf16 0.709 ms, ...)".
+  std::string reason;
+};
+
+// Resolves `flag` for a model of `model` in `dtype` on `device` at `micro_batch` sequences with
+// `recipe`. Only `flag.automatic` on CUDA measures; `world` (null: one process) then sums the
+// timings over its ranks. Errors: the world's all-reduce failing.
+absl::StatusOr<Fp8LinearsChoice> ChooseFp8Linears(const Fp8LinearsFlag& flag,
+                                                  const c10::Device& device, at::ScalarType dtype,
+                                                  const gpt2::Gpt2Config& model,
+                                                  int64_t micro_batch,
+                                                  const varuna::kernels::Fp8Recipe& recipe,
+                                                  varuna::comm::World* world);
+
+}  // namespace trainer
+
+#endif  // VARUNA_TRAINER_FP8_LINEAR_CHOICE_H_
