@@ -164,6 +164,12 @@ absl::Status ValidateArguments(const TrainerArguments& a) {
           CheckFp8Linears(a.fp8_linears, a.WasGiven("fp8-linears"), a.fp8_format, a.deterministic);
       !linears.ok()) {
     return linears.status();
+  } else if (linears->automatic && a.profiling && !a.fp8_format.empty()) {
+    return Invalid(
+        "--fp8-linears=auto with --profiling: a profile times one fixed model, and auto chooses "
+        "by a timing at each start: give the linears training runs (its log's \"> fp8 "
+        "linears:\" line names them), e.g. --fp8-linears=linear_qkv,linear_fc1,linear_fc2, or "
+        "all");
   }
   if (a.min_loss_scale > a.initial_loss_scale) {
     return Invalid(absl::StrCat("--min-loss-scale=", a.min_loss_scale,

@@ -289,9 +289,8 @@ void Register(FlagParser& p, TrainerArguments& a) {
         "same model; off by default; not with --fp8-format or --deterministic)");
   p.Add("fp8-format", &a.fp8_format,
         "FP8 in the linears of each layer (--fp8-linears; Transformer Engine's delayed scaling): "
-        "hybrid "
-        "(E4M3 forward, E5M2 gradients) or e4m3; off when not given. Needs a GPU of compute "
-        "capability 8.9 or newer (the CPU emulates it)");
+        "hybrid (E4M3 forward, E5M2 gradients) or e4m3; off when not given. Needs a GPU of "
+        "compute capability 8.9 or newer (the CPU emulates it)");
   p.Add("fp8-amax-history-len", &a.fp8_amax_history_len,
         "with --fp8-format: steps of amax history the scales are computed from");
   p.Add("fp8-amax-compute-algo", &a.fp8_amax_compute_algo,

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "varuna/comm/exception_status.h"
 
 namespace trainer {
 namespace {
@@ -22,17 +23,21 @@ namespace {
 // residual adds), and its input and output widths for hidden size h.
 struct Role {
   const char* name;
-  bool gpt2::Fp8Linears::*on;
+  bool gpt2::Fp8LinearSet::*on;
   bool bias;
   int64_t in_per_h;
   int64_t out_per_h;
 };
 constexpr std::array<Role, 4> kRoles = {{
-    {"linear_qkv", &gpt2::Fp8Linears::qkv, true, 1, 3},
-    {"linear_proj", &gpt2::Fp8Linears::proj, false, 1, 1},
-    {"linear_fc1", &gpt2::Fp8Linears::fc1, false, 1, 4},
-    {"linear_fc2", &gpt2::Fp8Linears::fc2, false, 4, 1},
+    {"linear_qkv", &gpt2::Fp8LinearSet::qkv, true, 1, 3},
+    {"linear_proj", &gpt2::Fp8LinearSet::proj, false, 1, 1},
+    {"linear_fc1", &gpt2::Fp8LinearSet::fc1, false, 1, 4},
+    {"linear_fc2", &gpt2::Fp8LinearSet::fc2, false, 4, 1},
 }};
+
+// FP8 where its time is at most this fraction of the dtype's: a tie is not worth FP8's rounding,
+// and a narrow win could flip from one start to the next.
+constexpr double kFp8Margin = 0.95;
 
 void Synchronize(const c10::Device& device) {
   if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
@@ -87,7 +92,7 @@ absl::StatusOr<Fp8LinearsFlag> ParseFp8Linears(const std::string& value) {
     flag.automatic = true;
     return flag;
   }
-  flag.linears = gpt2::Fp8Linears{false, false, false, false};
+  flag.linears = gpt2::Fp8LinearSet{false, false, false, false};
   for (absl::string_view word : absl::StrSplit(value, ',')) {
     const Role* found = nullptr;
     for (const Role& role : kRoles) {
@@ -124,13 +129,34 @@ absl::StatusOr<Fp8LinearsFlag> CheckFp8Linears(const std::string& value, bool gi
   return flag;
 }
 
-std::string Fp8LinearsNames(const gpt2::Fp8Linears& linears) {
+std::string Fp8LinearsNames(const gpt2::Fp8LinearSet& linears) {
   if (linears.all()) return "all four";
   std::vector<std::string> names;
   for (const Role& role : kRoles) {
     if (linears.*(role.on)) names.push_back(role.name);
   }
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+Fp8LinearsChoice DecideFp8Linears(const std::vector<double>& ms, at::ScalarType dtype,
+                                  int64_t tokens, int ranks) {
+  TORCH_CHECK(ms.size() == 2 * kRoles.size(), "DecideFp8Linears: ", ms.size(),
+              " timings; it takes 2 per linear, ", 2 * kRoles.size(), " in all");
+  Fp8LinearsChoice choice;
+  std::string measured;
+  for (size_t i = 0; i < kRoles.size(); ++i) {
+    const double fp8_ms = ms[2 * i];
+    const double dtype_ms = ms[2 * i + 1];
+    choice.linears.*(kRoles[i].on) = fp8_ms <= kFp8Margin * dtype_ms;
+    absl::StrAppend(
+        &measured, i == 0 ? "" : ", ", kRoles[i].name,
+        absl::StrFormat(" fp8 %.3f ms vs %s %.3f ms", fp8_ms, c10::toString(dtype), dtype_ms));
+  }
+  choice.reason =
+      absl::StrCat(Fp8LinearsNames(choice.linears), " (auto: forward + backward of ", tokens,
+                   " tokens", ranks > 1 ? absl::StrCat(", summed over ", ranks, " ranks") : "",
+                   "; FP8 where at least 5% faster: ", measured, ")");
+  return choice;
 }
 
 absl::StatusOr<Fp8LinearsChoice> ChooseFp8Linears(const Fp8LinearsFlag& flag,
@@ -144,23 +170,32 @@ absl::StatusOr<Fp8LinearsChoice> ChooseFp8Linears(const Fp8LinearsFlag& flag,
                             absl::StrCat(Fp8LinearsNames(flag.linears), " (--fp8-linears)")};
   }
   if (!device.is_cuda()) {
-    return Fp8LinearsChoice{gpt2::Fp8Linears{},
+    return Fp8LinearsChoice{gpt2::Fp8LinearSet{},
                             "all four (auto: on the CPU LibTorch emulates the FP8 GEMM, so "
                             "there is nothing to measure)"};
   }
-  constexpr int kIterations = 5;
+  constexpr int kIterations = 20;
   const int64_t tokens = micro_batch * model.seq_length;
-  std::vector<double> measured_ms;  // fp8, then the dtype's, per linear
-  for (const Role& role : kRoles) {
-    for (double ms :
-         MeasureRole(role, device, dtype, tokens, model.hidden_size, recipe, kIterations)) {
-      measured_ms.push_back(ms);
+  // Per linear its FP8 and its dtype's milliseconds, then whether this rank failed: every rank
+  // reaches the sum below even when its measurement throws, so that none waits for it.
+  std::vector<double> values;
+  std::string failure;
+  try {
+    for (const Role& role : kRoles) {
+      for (double ms :
+           MeasureRole(role, device, dtype, tokens, model.hidden_size, recipe, kIterations)) {
+        values.push_back(ms);
+      }
     }
+  } catch (const std::exception& e) {
+    failure = varuna::comm::OneLineMessage(e);
+    values.assign(2 * kRoles.size(), 0.0);
   }
-  at::Tensor times = at::tensor(measured_ms, at::kDouble);
-  std::string over;
+  values.push_back(failure.empty() ? 0.0 : 1.0);
+  int ranks = 1;
   if (world != nullptr && world->size() > 1) {
     // Every rank decides on the same sums: the replicas of a stage must hold the same FP8 state.
+    const at::Tensor times = at::tensor(values, at::kDouble);
     const bool host = world->group().backend() == varuna::comm::Backend::kGloo;
     at::Tensor sum = host ? times : times.to(device);
     if (absl::Status status = world->group().AllReduceSum(sum); !status.ok()) {
@@ -169,22 +204,18 @@ absl::StatusOr<Fp8LinearsChoice> ChooseFp8Linears(const Fp8LinearsFlag& flag,
                                        "failed: ",
                                        status.message()));
     }
-    times = sum.to(at::kCPU);
-    over = absl::StrCat(", summed over ", world->size(), " ranks");
+    const at::Tensor summed = sum.to(at::kCPU).contiguous();
+    values.assign(summed.data_ptr<double>(), summed.data_ptr<double>() + summed.numel());
+    ranks = world->size();
   }
-  Fp8LinearsChoice choice;
-  std::string measured;
-  for (size_t i = 0; i < kRoles.size(); ++i) {
-    const double fp8_ms = times[static_cast<int64_t>(2 * i)].item<double>();
-    const double high_ms = times[static_cast<int64_t>(2 * i + 1)].item<double>();
-    choice.linears.*(kRoles[i].on) = fp8_ms < high_ms;
-    absl::StrAppend(
-        &measured, i == 0 ? "" : ", ", kRoles[i].name,
-        absl::StrFormat(" fp8 %.3f ms vs %s %.3f ms", fp8_ms, c10::toString(dtype), high_ms));
+  if (values.back() > 0) {
+    return absl::InternalError(absl::StrCat(
+        "--fp8-linears=auto: timing the linears at start-up failed",
+        failure.empty() ? " on another rank (its log says why)" : absl::StrCat(": ", failure),
+        "; name the linears instead (--fp8-linears=all, or a list)"));
   }
-  choice.reason = absl::StrCat(Fp8LinearsNames(choice.linears), " (auto: forward + backward of ",
-                               tokens, " tokens", over, ": ", measured, ")");
-  return choice;
+  values.pop_back();
+  return DecideFp8Linears(values, dtype, tokens, ranks);
 }
 
 }  // namespace trainer

@@ -5,15 +5,17 @@
 //                       and mlp.c_proj)
 //   auto                on the CPU, all four (LibTorch emulates the FP8 GEMM there: nothing to
 //                       measure); on CUDA, each linear in FP8 only where its forward + backward
-//                       at this run's micro-batch ran faster in FP8 than in the model's dtype,
-//                       measured once at start-up (a few iterations each) and, in a job of
-//                       several processes, summed over every rank first so that all ranks choose
-//                       alike (replicas must hold the same FP8 state).
+//                       at this run's micro-batch took at most 95% of its time in the model's
+//                       dtype, measured once at start-up (20 iterations each, fresh weights)
+//                       and, in a job of several processes, summed over every rank first so that
+//                       all ranks choose alike (replicas must hold the same FP8 state). The
+//                       choice is made again at every start, a resumed run's included; not in
+//                       profile mode, which times one fixed model (argument_checks refuses it).
 //
 // An FP8 GEMM is not faster at every shape: a square [h, h] projection has a quarter of the
 // qkv's and fc's outputs to spread over the GPU and pays the same quantise passes.
 //
-// Thread safety: none needed; called once per process.
+// Thread safety: none needed; called once per engine built (CreateGptEngine), from one thread.
 #ifndef VARUNA_TRAINER_FP8_LINEAR_CHOICE_H_
 #define VARUNA_TRAINER_FP8_LINEAR_CHOICE_H_
 
@@ -22,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/gpt2/config.h"
@@ -34,7 +37,7 @@ namespace trainer {
 // --fp8-linears as parsed: `automatic` for auto, else the linears named.
 struct Fp8LinearsFlag {
   bool automatic = false;
-  gpt2::Fp8Linears linears;
+  gpt2::Fp8LinearSet linears;
 };
 
 // Parses `value`: all, auto, or a comma list of linear_qkv, linear_proj, linear_fc1, linear_fc2
@@ -48,18 +51,27 @@ absl::StatusOr<Fp8LinearsFlag> CheckFp8Linears(const std::string& value, bool gi
                                                const std::string& fp8_format, bool deterministic);
 
 // "linear_qkv, linear_fc1" (in layer order), "all four", or "none".
-std::string Fp8LinearsNames(const gpt2::Fp8Linears& linears);
+std::string Fp8LinearsNames(const gpt2::Fp8LinearSet& linears);
 
 struct Fp8LinearsChoice {
-  gpt2::Fp8Linears linears;
+  gpt2::Fp8LinearSet linears;
   // For the log: "linear_qkv, linear_fc1, linear_fc2 (auto: forward + backward of 8192 tokens:
   // linear_qkv fp8 0.467 ms vs bf16 0.709 ms, ...)".
   std::string reason;
 };
 
+// auto's rule on timings `ms`, two per linear in layer order (FP8's, then the dtype's, in
+// milliseconds), measured at `tokens` tokens and summed over `ranks` ranks: FP8 where its time
+// is at most 95% of the dtype's. The reason names each timing. Throws c10::Error unless `ms` has
+// 8 entries.
+Fp8LinearsChoice DecideFp8Linears(const std::vector<double>& ms, at::ScalarType dtype,
+                                  int64_t tokens, int ranks);
+
 // Resolves `flag` for a model of `model` in `dtype` on `device` at `micro_batch` sequences with
 // `recipe`. Only `flag.automatic` on CUDA measures; `world` (null: one process) then sums the
-// timings over its ranks. Errors: the world's all-reduce failing.
+// timings over its ranks, every rank reaching that sum even when its own measurement failed.
+// Errors: the world's all-reduce failing; Internal when the measurement failed on any rank
+// (e.g. out of memory), naming the fix.
 absl::StatusOr<Fp8LinearsChoice> ChooseFp8Linears(const Fp8LinearsFlag& flag,
                                                   const c10::Device& device, at::ScalarType dtype,
                                                   const gpt2::Gpt2Config& model,

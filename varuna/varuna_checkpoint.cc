@@ -263,9 +263,15 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
   }
 
   // The model's non-parameter state: loaded where saved (with its shape); absent, it stays as
-  // it is (fresh), and the note says so.
+  // it is (fresh), and the note says so; saved state this model has no place for (FP8 state of
+  // a linear that now computes in its dtype, say) is left out, and the note says that too.
+  std::set<std::string> known;
+  for (size_t i = 0; i < optimizer_->parameters().size(); ++i) {
+    for (const auto& [name, current] : optimizer_->StateOf(i)) known.insert(name);
+  }
   std::vector<std::string> fresh;
   for (auto& [name, current] : model_->named_state()) {
+    known.insert(name);
     auto it = state.tensors.find(name);
     if (it == state.tensors.end()) {
       fresh.push_back(name);
@@ -285,6 +291,15 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
     notes.push_back(absl::StrCat("the checkpoint holds none of ", fresh.size(),
                                  " model state tensors (", fresh.front(),
                                  fresh.size() > 1 ? ", ..." : "", "): they start fresh"));
+  }
+  std::vector<std::string> left_out;
+  for (const auto& [name, tensor] : state.tensors) {
+    if (known.count(name) == 0) left_out.push_back(name);
+  }
+  if (!left_out.empty()) {
+    notes.push_back(absl::StrCat("this model has no place for ", left_out.size(),
+                                 " model state tensors of the checkpoint (", left_out.front(),
+                                 left_out.size() > 1 ? ", ..." : "", "): left out"));
   }
 
   // RNG: under the layout that wrote it, each rank continues its own generator; under another

@@ -58,7 +58,7 @@ Gpt2Stage::Gpt2Stage(const Gpt2Config& config, varuna::SegmentRange range, uint6
             execution.bias_dropout_add_layernorm_fusion, execution.bias_gelu_gemm_fusion)));
   }
   if (execution.fp8) {
-    const Fp8Linears& chosen = execution.fp8_linears;
+    const Fp8LinearSet& chosen = execution.fp8_linears;
     for (const std::shared_ptr<TransformerLayer>& layer : layers_) {
       for (auto [on, linear] : {std::pair{chosen.qkv, layer->attn->c_attn.get()},
                                 {chosen.proj, layer->attn->c_proj.get()},

@@ -48,7 +48,7 @@ namespace gpt2 {
 
 // The four linears of a layer by Megatron-core's names (--fp8-linears): linear_qkv (attn.c_attn),
 // linear_proj (attn.c_proj), linear_fc1 (mlp.c_fc), linear_fc2 (mlp.c_proj); a flag per linear.
-struct Fp8Linears {
+struct Fp8LinearSet {
   bool qkv = true;
   bool proj = true;
   bool fc1 = true;
@@ -89,7 +89,8 @@ struct Gpt2ExecutionOptions {
   // GELU_AUX_BIAS and DGELU_BGRAD on CUDA in fp16/bf16; --bias-gelu-gemm-fusion, off by default
   // until measured on a GPU). The same function: bitwise in float32 (the reference runs the
   // unfused ops); in fp16/bf16 the GeLU's input is kept rounded to the dtype. FP8 linears
-  // (`fp8` set) take precedence: the MLP then runs unfused.
+  // take precedence: where `fp8` is set and fp8_linears holds mlp.c_fc or mlp.c_proj, the MLP
+  // runs unfused.
   bool bias_gelu_gemm_fusion = false;
   // FP8 (Megatron's --fp8-format): set, the linears of every layer that fp8_linears names
   // (all four by default) compute in FP8 with this delayed-scaling recipe
@@ -102,7 +103,7 @@ struct Gpt2ExecutionOptions {
   std::optional<varuna::kernels::Fp8Recipe> fp8;
   // With `fp8`: which of the four compute in FP8 (all, by default); the others compute in the
   // model's dtype and have no FP8 state.
-  Fp8Linears fp8_linears;
+  Fp8LinearSet fp8_linears;
 };
 
 // OK if FP8 linears can run `config` on micro-batches of each of `micro_batch_sizes` examples:

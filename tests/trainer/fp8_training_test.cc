@@ -84,6 +84,8 @@ TEST_F(Fp8TrainingTest, BadFlagsAndShapesExitTwo) {
       {{"--fp8-format=hybrid", "--fp8-linears=linear_qkv,linear_qkv"}, "is named twice"},
       {{"--fp8-format=hybrid", "--fp8-linears=auto", "--deterministic"},
        "--fp8-linears=auto chooses by a timing at start-up"},
+      {{"--fp8-format=hybrid", "--fp8-linears=auto", "--profiling"},
+       "--fp8-linears=auto with --profiling: a profile times one fixed model"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> flags;
@@ -140,11 +142,21 @@ TEST_F(Fp8TrainingTest, OnlyTheNamedLinearsComputeInFp8) {
                 absl::StartsWith(name, "h.0.mlp.c_proj.fp8."))
         << name;
   }
-  Result all = Run(Model({"--train-iters=3", "--batch-size=4", "--load=" + ckpt}), "all");
+  Result all =
+      Run(Model({"--train-iters=3", "--batch-size=4", "--load=" + ckpt, "--save=" + ckpt + "_all"}),
+          "all");
   ASSERT_EQ(all.exit.code, 0) << Describe(all);
   EXPECT_THAT(all.exit.output, HasSubstr("> fp8 linears: all four (--fp8-linears)"));
   EXPECT_THAT(all.exit.output, HasSubstr("model state tensors (h.0.attn.c_proj.fp8."));
   EXPECT_THAT(all.exit.output, HasSubstr("they start fresh"));
+  // And back: the state of the linears that leave FP8 is left out, and the log says so.
+  Result fewer = Run(Model({"--train-iters=4", "--batch-size=4", "--load=" + ckpt + "_all",
+                            "--fp8-linears=linear_qkv"}),
+                     "fewer");
+  ASSERT_EQ(fewer.exit.code, 0) << Describe(fewer);
+  EXPECT_THAT(fewer.exit.output,
+              HasSubstr("model state tensors of the checkpoint (h.0.attn.c_proj.fp8."));
+  EXPECT_THAT(fewer.exit.output, HasSubstr("): left out"));
 
   Result automatic =
       Run(Model({"--train-iters=1", "--batch-size=4", "--fp8-linears=auto"}), "auto");

@@ -176,7 +176,7 @@ TEST(JobShapeTest, BiasGeluGemmFusionIsOffByDefaultAndRefusedWhereItCannotRun) {
 // --fp8-linears reaches the model's options: a list as its flags, all four by default and
 // (until the engine measures) under auto.
 TEST(JobShapeTest, Fp8LinearsReachTheModelsOptions) {
-  const gpt2::Fp8Linears some =
+  const gpt2::Fp8LinearSet some =
       TrainerExecutionOptions(
           Parsed({"--fp8-format=hybrid", "--fp8-linears=linear_fc1,linear_proj"}))
           .fp8_linears;

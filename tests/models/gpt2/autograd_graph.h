@@ -12,22 +12,27 @@
 
 namespace gpt2::testing {
 
-// Whether the graph behind `root` (its grad_fn and everything it reaches) holds a node whose
-// name contains `name` (a custom op's node is named after its Function type, e.g. GeluMlpFunction).
+// A node of the graph behind `root` (its grad_fn and everything it reaches) whose name contains
+// `name` (a custom op's node is named after its Function type, e.g. GeluMlpFunction), or null.
 // Call it before the backward, which frees the graph's saved tensors but not its nodes.
-inline bool GraphHasNode(const at::Tensor& root, const std::string& name) {
+inline torch::autograd::Node* FindNode(const at::Tensor& root, const std::string& name) {
   std::vector<torch::autograd::Node*> pending = {root.grad_fn().get()};
   std::set<torch::autograd::Node*> seen;
   while (!pending.empty()) {
     torch::autograd::Node* node = pending.back();
     pending.pop_back();
     if (node == nullptr || !seen.insert(node).second) continue;
-    if (node->name().find(name) != std::string::npos) return true;
+    if (node->name().find(name) != std::string::npos) return node;
     for (const torch::autograd::Edge& edge : node->next_edges()) {
       pending.push_back(edge.function.get());
     }
   }
-  return false;
+  return nullptr;
+}
+
+// Whether FindNode finds one.
+inline bool GraphHasNode(const at::Tensor& root, const std::string& name) {
+  return FindNode(root, name) != nullptr;
 }
 
 }  // namespace gpt2::testing

@@ -151,7 +151,7 @@ TEST_F(Fp8ModelTest, OnlyTheChosenLinearsComputeInFp8) {
   const Gpt2Config config = Fp8Config();
   const varuna::TensorMap batch = testing::RandomBatch(config, 2, config.seq_length, 19);
   Gpt2ExecutionOptions some = Fp8Execution(varuna::kernels::Fp8Format::kHybrid);
-  some.fp8_linears = Fp8Linears{/*qkv=*/false, /*proj=*/true, /*fc1=*/false, /*fc2=*/false};
+  some.fp8_linears = Fp8LinearSet{/*qkv=*/false, /*proj=*/true, /*fc1=*/false, /*fc2=*/false};
   Gpt2Stage proj_only(config, {0, 1}, 5, some);
   const std::vector<std::pair<std::string, at::Tensor>> state = proj_only.named_state();
   EXPECT_EQ(state.size(), 2u * 9u);  // two layers' attention projections
@@ -161,7 +161,7 @@ TEST_F(Fp8ModelTest, OnlyTheChosenLinearsComputeInFp8) {
   EXPECT_TRUE(testing::GraphHasNode(proj_only.Forward({}, batch), "Fp8LinearFunction"));
 
   Gpt2ExecutionOptions none = Fp8Execution(varuna::kernels::Fp8Format::kHybrid);
-  none.fp8_linears = Fp8Linears{false, false, false, false};
+  none.fp8_linears = Fp8LinearSet{false, false, false, false};
   Gpt2Stage reference(config, {0, 1}, 5);
   Gpt2Stage no_fp8(config, {0, 1}, 5, none);
   EXPECT_TRUE(no_fp8.named_state().empty());

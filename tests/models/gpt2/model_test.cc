@@ -492,6 +492,16 @@ TEST_F(Gpt2StageTest, BiasDropoutAddLayerNormFusionGivesTheUnfusedLossAndGradien
         EXPECT_TRUE(testing::GraphHasNode(b, node)) << node;
         EXPECT_FALSE(testing::GraphHasNode(a, node)) << node;
       }
+      // ... and the attention's residual add takes ln_1's residual output (input 2, its first
+      // output), so that x's second gradient reaches ln_1's backward.
+      torch::autograd::Node* add = testing::FindNode(b, "BiasDropoutAddLayerNormFunction");
+      ASSERT_NE(add, nullptr);
+      ASSERT_GE(add->next_edges().size(), 3u);
+      const torch::autograd::Edge& residual = add->next_edges()[2];
+      ASSERT_NE(residual.function, nullptr);
+      EXPECT_NE(residual.function->name().find("ResidualLayerNormFunction"), std::string::npos)
+          << residual.function->name();
+      EXPECT_EQ(residual.input_nr, 0u);
       EXPECT_EQ(b.item<double>(), a.item<double>());
       a.backward();
       b.backward();
