@@ -1,11 +1,10 @@
 #include "trainer/fp8_linear_choice.h"
 
 #include <ATen/ATen.h>
-#include <ATen/DeviceAccelerator.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <array>
-#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "varuna/comm/exception_status.h"
+#include "varuna/planning/device_timer.h"
 
 namespace trainer {
 namespace {
@@ -39,21 +39,17 @@ constexpr std::array<Role, 4> kRoles = {{
 // and a narrow win could flip from one start to the next.
 constexpr double kFp8Margin = 0.95;
 
-void Synchronize(const c10::Device& device) {
-  if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
-}
-
-// Mean milliseconds of `step` over `iterations` runs after two warm-up runs.
-double TimeMs(const c10::Device& device, int iterations, const std::function<void()>& step) {
+// The median milliseconds of `step` over `iterations` runs after two warm-up runs, each timed as
+// training pays it (varuna::DeviceTimer::TimeAhead: the host's queueing or the device's work,
+// whichever is longer).
+double MedianMs(const c10::Device& device, int iterations, const std::function<void()>& step) {
+  varuna::DeviceTimer timer(device);
   step();
   step();
-  Synchronize(device);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) step();
-  Synchronize(device);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-             .count() /
-         iterations;
+  std::vector<double> ms;
+  for (int i = 0; i < iterations; ++i) ms.push_back(timer.TimeAhead(step));
+  std::nth_element(ms.begin(), ms.begin() + iterations / 2, ms.end());
+  return ms[iterations / 2];
 }
 
 // Forward + backward of one linear [tokens, in] -> out in FP8 and in `dtype`: {fp8, high} ms.
@@ -80,7 +76,7 @@ std::array<double, 2> MeasureRole(const Role& role, const c10::Device& device, a
   };
   run(true)();  // amaxes recorded, then real scales (training updates them once a step)
   varuna::kernels::UpdateFp8Scales(recipe, &meta);
-  return {TimeMs(device, iterations, run(true)), TimeMs(device, iterations, run(false))};
+  return {MedianMs(device, iterations, run(true)), MedianMs(device, iterations, run(false))};
 }
 
 }  // namespace

@@ -6,14 +6,15 @@
 //   auto                on the CPU, all four (LibTorch emulates the FP8 GEMM there: nothing to
 //                       measure); on CUDA, each linear in FP8 only where its forward + backward
 //                       at this run's micro-batch took at most 95% of its time in the model's
-//                       dtype, measured once at start-up (20 iterations each, fresh weights)
-//                       and, in a job of several processes, summed over every rank first so that
-//                       all ranks choose alike (replicas must hold the same FP8 state). The
-//                       choice is made again at every start, a resumed run's included; not in
-//                       profile mode, which times one fixed model (argument_checks refuses it).
+//                       dtype, measured once at start-up (the median of 20 iterations each, fresh
+//                       weights, timed as training pays them: varuna::DeviceTimer::TimeAhead) and,
+//                       in a job of several processes, summed over every rank first so that all
+//                       ranks choose alike (replicas must hold the same FP8 state). The choice is
+//                       made again at every start, a resumed run's included; not in profile mode,
+//                       which times one fixed model (argument_checks refuses it).
 //
-// An FP8 GEMM is not faster at every shape: a square [h, h] projection has a quarter of the
-// qkv's and fc's outputs to spread over the GPU and pays the same quantise passes.
+// An FP8 GEMM is not faster at every shape (on one H200 the attention projection was slower in
+// FP8 than in bf16 at both GPT-2 widths measured: docs/kernels.md), so auto measures.
 //
 // Thread safety: none needed; called once per engine built (CreateGptEngine), from one thread.
 #ifndef VARUNA_TRAINER_FP8_LINEAR_CHOICE_H_
