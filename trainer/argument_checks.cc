@@ -164,7 +164,7 @@ absl::Status ValidateArguments(const TrainerArguments& a) {
           CheckFp8Linears(a.fp8_linears, a.WasGiven("fp8-linears"), a.fp8_format, a.deterministic);
       !linears.ok()) {
     return linears.status();
-  } else if (linears->automatic && a.profiling && !a.fp8_format.empty()) {
+  } else if (linears->automatic && a.profiling) {
     return Invalid(
         "--fp8-linears=auto with --profiling: a profile times one fixed model, and auto chooses "
         "by a timing at each start: give the linears training runs (its log's \"> fp8 "

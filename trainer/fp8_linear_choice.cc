@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include <algorithm>
 #include <array>
 #include <functional>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "varuna/comm/exception_status.h"
 #include "varuna/planning/device_timer.h"
+#include "varuna/planning/timing_summary.h"
 
 namespace trainer {
 namespace {
@@ -48,8 +48,7 @@ double MedianMs(const c10::Device& device, int iterations, const std::function<v
   step();
   std::vector<double> ms;
   for (int i = 0; i < iterations; ++i) ms.push_back(timer.TimeAhead(step));
-  std::nth_element(ms.begin(), ms.begin() + iterations / 2, ms.end());
-  return ms[iterations / 2];
+  return varuna::Summarize(std::move(ms)).median_ms;
 }
 
 // Forward + backward of one linear [tokens, in] -> out in FP8 and in `dtype`: {fp8, high} ms.
@@ -116,7 +115,7 @@ absl::StatusOr<Fp8LinearsFlag> CheckFp8Linears(const std::string& value, bool gi
   }
   absl::StatusOr<Fp8LinearsFlag> flag = ParseFp8Linears(value);
   if (!flag.ok()) return flag.status();
-  if (flag->automatic && deterministic && !fp8_format.empty()) {
+  if (flag->automatic && deterministic) {
     return absl::InvalidArgumentError(
         "--fp8-linears=auto chooses by a timing at start-up, so two runs may choose "
         "differently, which --deterministic rules out: name the linears (--fp8-linears=all, or "

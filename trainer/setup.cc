@@ -507,8 +507,7 @@ absl::StatusOr<std::unique_ptr<GptData>> OpenData(const TrainerArguments& a,
 }
 
 Fp8LinearsFlag TrainerFp8Linears(const TrainerArguments& a) {
-  return CheckFp8Linears(a.fp8_linears, /*given=*/false, a.fp8_format, /*deterministic=*/false)
-      .value_or(Fp8LinearsFlag{});
+  return ParseFp8Linears(a.fp8_linears).value_or(Fp8LinearsFlag{});
 }
 
 gpt2::Gpt2ExecutionOptions TrainerExecutionOptions(const TrainerArguments& a) {

@@ -249,8 +249,10 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
   for (auto& [segment, named] : data->segments) {
     for (auto& [name, tensor] : named) state.tensors[name] = tensor;
   }
+  std::set<std::string> known;  // the checkpoint's names this model loads
   for (size_t i = 0; i < optimizer_->parameters().size(); ++i) {
     for (const auto& [name, current] : optimizer_->StateOf(i)) {
+      known.insert(name);
       auto it = state.tensors.find(name);
       if (it == state.tensors.end() || it->second.sizes() != current.sizes()) {
         return absl::FailedPreconditionError(
@@ -265,10 +267,6 @@ absl::StatusOr<Varuna::LoadedState> Varuna::ReadState(const std::string& load_di
   // The model's non-parameter state: loaded where saved (with its shape); absent, it stays as
   // it is (fresh), and the note says so; saved state this model has no place for (FP8 state of
   // a linear that now computes in its dtype, say) is left out, and the note says that too.
-  std::set<std::string> known;
-  for (size_t i = 0; i < optimizer_->parameters().size(); ++i) {
-    for (const auto& [name, current] : optimizer_->StateOf(i)) known.insert(name);
-  }
   std::vector<std::string> fresh;
   for (auto& [name, current] : model_->named_state()) {
     known.insert(name);

@@ -54,7 +54,6 @@ struct Fp8LinearSet {
   bool fc1 = true;
   bool fc2 = true;
 
-  bool any() const { return qkv || proj || fc1 || fc2; }
   bool all() const { return qkv && proj && fc1 && fc2; }
 };
 

@@ -25,11 +25,9 @@ struct ResidualLayerNormFunction : torch::autograd::Function<ResidualLayerNormFu
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    // An output nobody used gets an undefined gradient: a zero dr, or a zero dy.
-    at::Tensor grad_output = grad_outputs[1];
-    if (!grad_output.defined()) grad_output = at::zeros_like(saved[0]);
+    // An output nobody used comes as zeros (the context materialises undefined gradients).
     BiasDropoutAddLayerNormGrads grads =
-        BiasDropoutAddLayerNormBackward(grad_output, grad_outputs[0], saved[0], /*mask=*/{},
+        BiasDropoutAddLayerNormBackward(grad_outputs[1], grad_outputs[0], saved[0], /*mask=*/{},
                                         saved[1], saved[2], saved[3], /*p=*/0.0);
     return {grads.residual, grads.ln_weight, grads.ln_bias, at::Tensor()};
   }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "models/gpt2/init.h"
 #include "models/gpt2/parameter_names.h"
@@ -125,6 +126,21 @@ void ExpectSameGradients(const torch::nn::Module& expected, const torch::nn::Mod
       EXPECT_LE(difference, relative * (want.abs().max().item<double>() + 1e-6)) << item.key();
     }
   }
+}
+
+// The set-up of a fused-against-unfused comparison: the same parameter names, both stages in
+// `dtype`, and each one's loss on `inputs` from the same generator state; {unfused, fused}.
+std::pair<at::Tensor, at::Tensor> SeededForwards(Gpt2Stage& unfused, Gpt2Stage& fused,
+                                                 at::ScalarType dtype,
+                                                 const varuna::TensorMap& inputs) {
+  EXPECT_EQ(SortedParameterNames(fused), SortedParameterNames(unfused));
+  unfused.to(dtype);
+  fused.to(dtype);
+  at::manual_seed(11);
+  at::Tensor a = unfused.Forward(at::Tensor(), inputs);
+  at::manual_seed(11);
+  at::Tensor b = fused.Forward(at::Tensor(), inputs);
+  return {a, b};
 }
 
 TEST_F(Gpt2StageTest, ChainedStagesGiveBitwiseTheWholeModelsLossAndGradients) {
@@ -408,13 +424,7 @@ TEST_F(Gpt2StageTest, BiasDropoutFusionGivesTheUnfusedLossAndGradients) {
       SCOPED_TRACE(::testing::Message() << "dropout " << dropout << " " << dtype);
       Gpt2Stage unfused(config, {0, 3}, 5, unfused_execution);
       Gpt2Stage fused(config, {0, 3}, 5);
-      EXPECT_EQ(SortedParameterNames(fused), SortedParameterNames(unfused));
-      unfused.to(dtype);
-      fused.to(dtype);
-      at::manual_seed(11);
-      const at::Tensor a = unfused.Forward(at::Tensor(), inputs);
-      at::manual_seed(11);
-      const at::Tensor b = fused.Forward(at::Tensor(), inputs);
+      const auto [a, b] = SeededForwards(unfused, fused, dtype, inputs);
       EXPECT_EQ(b.item<double>(), a.item<double>());
       a.backward();
       b.backward();
@@ -439,13 +449,7 @@ TEST_F(Gpt2StageTest, BiasGeluGemmFusionGivesTheUnfusedLossAndGradients) {
     SCOPED_TRACE(::testing::Message() << dtype);
     Gpt2Stage unfused(config, {0, 3}, 5);
     Gpt2Stage fused(config, {0, 3}, 5, epilogues);
-    EXPECT_EQ(SortedParameterNames(fused), SortedParameterNames(unfused));
-    unfused.to(dtype);
-    fused.to(dtype);
-    at::manual_seed(11);
-    const at::Tensor a = unfused.Forward(at::Tensor(), inputs);
-    at::manual_seed(11);
-    const at::Tensor b = fused.Forward(at::Tensor(), inputs);
+    const auto [a, b] = SeededForwards(unfused, fused, dtype, inputs);
     // The switch reached the layers: the fused MLP is in one graph only.
     EXPECT_TRUE(testing::GraphHasNode(b, "GeluMlpFunction"));
     EXPECT_FALSE(testing::GraphHasNode(a, "GeluMlpFunction"));
@@ -480,13 +484,7 @@ TEST_F(Gpt2StageTest, BiasDropoutAddLayerNormFusionGivesTheUnfusedLossAndGradien
       SCOPED_TRACE(::testing::Message() << "dropout " << dropout << " " << dtype);
       Gpt2Stage unfused(config, {0, 3}, 5, separate);
       Gpt2Stage fused(config, {0, 3}, 5);
-      EXPECT_EQ(SortedParameterNames(fused), SortedParameterNames(unfused));
-      unfused.to(dtype);
-      fused.to(dtype);
-      at::manual_seed(11);
-      const at::Tensor a = unfused.Forward(at::Tensor(), inputs);
-      at::manual_seed(11);
-      const at::Tensor b = fused.Forward(at::Tensor(), inputs);
+      const auto [a, b] = SeededForwards(unfused, fused, dtype, inputs);
       // The switch reached the layers: both LayerNorms take their residual's gradient.
       for (const char* node : {"ResidualLayerNormFunction", "BiasDropoutAddLayerNormFunction"}) {
         EXPECT_TRUE(testing::GraphHasNode(b, node)) << node;
