@@ -67,6 +67,17 @@ void Synchronize(const c10::Device& device) {
   if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
 }
 
+// The largest |actual - expected|, compared in float32 (NaN anywhere gives NaN).
+double LargestDifference(const at::Tensor& actual, const at::Tensor& expected) {
+  return (actual.to(at::kFloat) - expected.to(at::kFloat)).abs().max().item<double>();
+}
+
+// LargestDifference relative to the largest |expected| (+1e-12: an all-zero reference).
+double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
+  return LargestDifference(actual, expected) /
+         (expected.to(at::kFloat).abs().max().item<double>() + 1e-12);
+}
+
 // Mean milliseconds of `f` over `iterations` runs, after two warm-up runs.
 double TimeMs(const c10::Device& device, int iterations, const std::function<void()>& f) {
   f();
@@ -135,6 +146,11 @@ class Benchmark {
     return at::randn(shape, Float()).to(dtype);
   }
   double Size() const { return static_cast<double>(c10::elementSize(dtype_)); }
+  // How far a fused op's values may stand from the unfused composition's in the benchmark's
+  // dtype (absolute: the values are of order 1).
+  double FusedTolerance() const {
+    return dtype_ == at::kFloat ? 1e-4 : dtype_ == at::kHalf ? 2e-2 : 1e-1;
+  }
 
   void LayerNorm(int64_t rows, int64_t h, std::vector<Row>& out) {
     const at::Tensor x = Random({rows, h}, dtype_);
@@ -231,12 +247,12 @@ class Benchmark {
     const at::Tensor plain =
         varuna::kernels::BiasDropoutAddForward(x, b, residual, kP, /*training=*/false).output;
     const at::Tensor u = x.to(at::kFloat) + b.to(at::kFloat);
-    const double tolerance = dtype_ == at::kFloat ? 1e-4 : dtype_ == at::kHalf ? 2e-2 : 1e-1;
+    const double tolerance = FusedTolerance();
     for (const auto& [actual, expected] :
          {std::pair{plain, u + residual.to(at::kFloat)},
           std::pair{result.output,
                     u * result.mask.to(at::kFloat) / (1 - kP) + residual.to(at::kFloat)}}) {
-      const double worst = (actual.to(at::kFloat) - expected).abs().max().item<double>();
+      const double worst = LargestDifference(actual, expected);
       if (!(worst <= tolerance)) {
         return absl::InternalError(absl::StrFormat(
             "bias_dropout_add differs from residual + mask * (x + bias) / (1 - p) by up to %g "
@@ -294,10 +310,9 @@ class Benchmark {
         varuna::kernels::BiasDropoutAddForward(x, b, residual, kP, /*training=*/true);
     const varuna::kernels::LayerNormForwardResult norm =
         varuna::kernels::LayerNormForward(sum.output, w, ln_b, kEpsilon);
-    const double tolerance = dtype_ == at::kFloat ? 1e-4 : dtype_ == at::kHalf ? 2e-2 : 1e-1;
-    const double worst = std::max(
-        (fused.residual.to(at::kFloat) - sum.output.to(at::kFloat)).abs().max().item<double>(),
-        (fused.output.to(at::kFloat) - norm.output.to(at::kFloat)).abs().max().item<double>());
+    const double tolerance = FusedTolerance();
+    const double worst = std::max(LargestDifference(fused.residual, sum.output),
+                                  LargestDifference(fused.output, norm.output));
     if (!at::equal(fused.mask, sum.mask) || !(worst <= tolerance)) {
       return absl::InternalError(absl::StrFormat(
           "bias_dropout_add_layer_norm differs from bias_dropout_add + layer_norm (same mask: "
@@ -353,9 +368,8 @@ class Benchmark {
     auto unfused = [&] {
       return dr + varuna::kernels::LayerNormBackward(dy, x, norm.mean, norm.rstd, w).input;
     };
-    const double tolerance = dtype_ == at::kFloat ? 1e-4 : dtype_ == at::kHalf ? 2e-2 : 1e-1;
-    const double worst =
-        (fused().to(at::kFloat) - unfused().to(at::kFloat)).abs().max().item<double>();
+    const double tolerance = FusedTolerance();
+    const double worst = LargestDifference(fused(), unfused());
     if (!(worst <= tolerance)) {
       return absl::InternalError(absl::StrFormat(
           "residual_layer_norm's backward differs from layer_norm's backward + the add by up to "
@@ -643,9 +657,7 @@ absl::Status Fp8LinearRows(const c10::Device& device, at::ScalarType dtype, int6
     auto fp8 = [&] { return varuna::kernels::Fp8Linear(x, w, b, meta); };
     fp8();  // one step to record the amaxes, so that the check runs at real scales
     varuna::kernels::UpdateFp8Scales(recipe, &meta);
-    const at::Tensor reference = high().detach().to(at::kFloat);
-    const double error = (fp8().detach().to(at::kFloat) - reference).abs().max().item<double>() /
-                         reference.abs().max().item<double>();
+    const double error = RelativeError(fp8().detach(), high().detach());
     if (!(error < 0.1)) {
       return absl::InternalError(absl::StrFormat(
           "Fp8Linear %s differs from at::linear by %g of the output's magnitude", name, error));
@@ -731,8 +743,7 @@ absl::Status WeightGradientRows(const c10::Device& device, at::ScalarType dtype,
     at::Tensor unfused = at::zeros({out, in}, options.dtype(at::kFloat));
     varuna::kernels::AccumulateWeightGradient(x, dy, fused);
     unfused.add_(at::mm(dy.t(), x));
-    const double error =
-        (fused - unfused).abs().max().item<double>() / unfused.abs().max().item<double>();
+    const double error = RelativeError(fused, unfused);
     if (!(error < 2e-2)) {
       return absl::InternalError(absl::StrFormat(
           "AccumulateWeightGradient %s differs from mm + add_ by %g of dW's magnitude", name,
@@ -774,9 +785,7 @@ absl::Status GeluMlpRows(const c10::Device& device, at::ScalarType dtype, int64_
   const std::vector<at::Tensor> got = gradients(fused);
   const char* names[] = {"dx", "d_fc_weight", "d_fc_bias", "d_proj_weight"};
   for (size_t i = 0; i < want.size(); ++i) {
-    const double error =
-        (got[i].to(at::kFloat) - want[i].to(at::kFloat)).abs().max().item<double>() /
-        (want[i].to(at::kFloat).abs().max().item<double>() + 1e-12);
+    const double error = RelativeError(got[i], want[i]);
     if (!(error < 5e-2)) {
       return absl::InternalError(absl::StrFormat(
           "GeluMlp's %s differs from the unfused MLP's by %g of its magnitude", names[i], error));

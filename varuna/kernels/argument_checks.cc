@@ -14,14 +14,20 @@ void CheckSameDevice(const at::Tensor& t, const at::Tensor& ref, const char* op,
               " is on ", ref.device(), "; move them to the same device");
 }
 
+void CheckSameDtypeAndDevice(const at::Tensor& t, const at::Tensor& ref, const char* op,
+                             const char* name, const char* ref_name) {
+  CheckDefined(t, op, name);
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), op, ": ", name, " is ", t.scalar_type(),
+              " but ", ref_name, " is ", ref.scalar_type(), "; they must have the same dtype");
+  CheckSameDevice(t, ref, op, name, ref_name);
+}
+
 void CheckLike(const at::Tensor& t, const at::Tensor& ref, const char* op, const char* name,
                const char* ref_name) {
   CheckDefined(t, op, name);
   TORCH_CHECK(t.sizes() == ref.sizes(), op, ": ", name, " has shape ", t.sizes(), " but ", ref_name,
               " has shape ", ref.sizes(), "; they must match");
-  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), op, ": ", name, " is ", t.scalar_type(),
-              " but ", ref_name, " is ", ref.scalar_type(), "; they must have the same dtype");
-  CheckSameDevice(t, ref, op, name, ref_name);
+  CheckSameDtypeAndDevice(t, ref, op, name, ref_name);
 }
 
 void CheckFloatingType(const at::Tensor& t, const char* op, const char* name) {

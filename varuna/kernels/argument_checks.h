@@ -20,6 +20,10 @@ void CheckDefined(const at::Tensor& t, const char* op, const char* name);
 void CheckSameDevice(const at::Tensor& t, const at::Tensor& ref, const char* op, const char* name,
                      const char* ref_name);
 
+// `t` is defined and has the dtype and device of `ref`; throws naming the first that differs.
+void CheckSameDtypeAndDevice(const at::Tensor& t, const at::Tensor& ref, const char* op,
+                             const char* name, const char* ref_name);
+
 // `t` (e.g. an output gradient) is defined and has the shape, dtype and device of `ref`; throws
 // naming the first that differs.
 void CheckLike(const at::Tensor& t, const at::Tensor& ref, const char* op, const char* name,

@@ -130,8 +130,6 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     ctx->saved_data["x_sizes"] = x.sizes().vec();
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(weight.scalar_type());
-    ctx->saved_data["bias_dtype"] =
-        static_cast<int64_t>(bias.defined() ? bias.scalar_type() : out_dtype);
     ctx->saved_data["has_bias"] = bias.defined();
 
     std::vector<int64_t> y_sizes = x.sizes().vec();
@@ -154,7 +152,6 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     const std::vector<int64_t> x_sizes = ctx->saved_data["x_sizes"].toIntVector();
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
-    const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
 
     const int64_t m = xq_t.size(1);
@@ -176,7 +173,6 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
       if (bias_grad) db = ReferenceColumnSums(dy);
     }
     // The sums come in dY's dtype, which is x's and so the bias's (CheckLinearArguments).
-    if (bias_grad) db = db.to(bias_dtype);
 
     at::Tensor dx;
     at::Tensor dw;

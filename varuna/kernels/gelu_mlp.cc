@@ -23,20 +23,13 @@
 namespace varuna::kernels {
 namespace {
 
-void CheckSame(const at::Tensor& t, const at::Tensor& x, const char* op, const char* name) {
-  CheckDefined(t, op, name);
-  TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " is ", t.scalar_type(),
-              " but x is ", x.scalar_type(), "; pass every tensor in the layer's dtype");
-  CheckSameDevice(t, x, op, name, "x");
-}
-
 // x [M, K] (2-D), weight [F, K], bias [F].
 void CheckForward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   const char* op) {
   CheckDefined(x, op, "x");
   CheckFloatingType(x, op, "x");
-  CheckSame(weight, x, op, "weight");
-  CheckSame(bias, x, op, "bias");
+  CheckSameDtypeAndDevice(weight, x, op, "weight", "x");
+  CheckSameDtypeAndDevice(bias, x, op, "bias", "x");
   TORCH_CHECK(x.dim() == 2, op, ": x has shape ", x.sizes(), "; it must be [M, K]");
   TORCH_CHECK(weight.dim() == 2 && weight.size(1) == x.size(1), op, ": weight has shape ",
               weight.sizes(), " but x has shape ", x.sizes(), "; it must be [F, ", x.size(1), "]");
@@ -50,8 +43,8 @@ void CheckBackward(const at::Tensor& grad, const at::Tensor& weight, const at::T
                    const char* op) {
   CheckDefined(pre, op, "pre_activation");
   CheckFloatingType(pre, op, "pre_activation");
-  CheckSame(grad, pre, op, "grad");
-  CheckSame(weight, pre, op, "weight");
+  CheckSameDtypeAndDevice(grad, pre, op, "grad", "pre_activation");
+  CheckSameDtypeAndDevice(weight, pre, op, "weight", "pre_activation");
   TORCH_CHECK(grad.dim() == 2 && pre.dim() == 2 && grad.size(0) == pre.size(0), op,
               ": grad has shape ", grad.sizes(), " and pre_activation ", pre.sizes(),
               "; they must be [M, H] and [M, F]");
@@ -93,9 +86,8 @@ uint32_t AlignmentBytes(const void* pointer) {
 }
 
 // One cuBLASLt GEMM with an epilogue, in cuBLAS's column-major terms: D [m, n] (ld m) =
-// epilogue(op(A) op(B)), A and B of x's dtype, fp32 compute. Returns false, having run nothing,
-// where cuBLASLt supports no algorithm for it (and says which in `*ran`, when not null); any
-// other failure throws.
+// epilogue(op(A) op(B)), A and B of `on`'s dtype, fp32 compute, on `on`'s stream. Returns false,
+// having run nothing, where cuBLASLt supports no algorithm for it; any other failure throws.
 struct EpilogueGemm {
   cublasOperation_t trans_a;
   cublasOperation_t trans_b;
@@ -110,13 +102,11 @@ struct EpilogueGemm {
   void* aux;   // the GeLU's input [m, n], ld m: written by GELU_AUX_BIAS, read by DGELU_BGRAD
 };
 
-bool RunEpilogueGemm(const EpilogueGemm& g, at::ScalarType dtype, const at::Tensor& on,
-                     const char* op, bool* ran_out) {
-  const cudaDataType_t type = dtype == at::kHalf ? CUDA_R_16F : CUDA_R_16BF;
+bool RunEpilogueGemm(const EpilogueGemm& g, const at::Tensor& on, const char* op) {
+  const cudaDataType_t type = on.scalar_type() == at::kHalf ? CUDA_R_16F : CUDA_R_16BF;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, d_layout = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
-  bool ran = false;
   // Every descriptor is destroyed on the way out, also when a check throws.
   struct Cleanup {
     cublasLtMatmulDesc_t& desc;
@@ -189,10 +179,9 @@ bool RunEpilogueGemm(const EpilogueGemm& g, at::ScalarType dtype, const at::Tens
                        g.d, d_layout, &heuristic.algo, at::cuda::getCUDABlasLtWorkspace(),
                        workspace_bytes, CurrentCudaStream(on)),
         op, "cublasLtMatmul");
-    ran = true;
+    return true;
   }
-  if (ran_out != nullptr) *ran_out = ran;
-  return ran;
+  return false;
 }
 
 // Half-precision CUDA tensors whose [M, F] aux buffer cuBLASLt can take (ld F, a multiple of 8),
@@ -283,7 +272,10 @@ LinearBiasGeluOutputs LinearBiasGelu(const at::Tensor& x, const at::Tensor& weig
                             CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
                             b.data_ptr(),
                             out.pre_activation.data_ptr()};
-    if (RunEpilogueGemm(gemm, x.scalar_type(), x, op, used_gemm_epilogue)) return out;
+    if (RunEpilogueGemm(gemm, x, op)) {
+      if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = true;
+      return out;
+    }
   }
 #endif
   return ReferenceForward(x, weight, bias);
@@ -319,7 +311,10 @@ LinearDGeluBiasGradOutputs LinearDGeluBiasGrad(const at::Tensor& grad, const at:
                             CUBLASLT_EPILOGUE_DGELU_BGRAD,
                             out.bias.data_ptr(),
                             const_cast<void*>(pre.data_ptr())};
-    if (RunEpilogueGemm(gemm, pre.scalar_type(), pre, op, used_gemm_epilogue)) return out;
+    if (RunEpilogueGemm(gemm, pre, op)) {
+      if (used_gemm_epilogue != nullptr) *used_gemm_epilogue = true;
+      return out;
+    }
   }
 #endif
   return ReferenceBackward(grad, weight, pre_activation);
@@ -330,7 +325,7 @@ at::Tensor GeluMlp(const at::Tensor& x, const at::Tensor& fc_weight, const at::T
   const char* op = "GeluMlp";
   CheckDefined(x, op, "x");
   TORCH_CHECK(x.dim() >= 1, op, ": x must have shape [..., K], got a 0-dim tensor");
-  CheckSame(proj_weight, x, op, "proj_weight");
+  CheckSameDtypeAndDevice(proj_weight, x, op, "proj_weight", "x");
   TORCH_CHECK(proj_weight.dim() == 2 && fc_weight.defined() && fc_weight.dim() == 2 &&
                   proj_weight.size(1) == fc_weight.size(0),
               op, ": proj_weight has shape ", proj_weight.sizes(), " and fc_weight ",

@@ -314,13 +314,10 @@ cudaError_t BiasDropoutAddLayerNormBackwardPartialRows(int64_t rows, int64_t hid
   if (!ValidSizes(rows, hidden)) return cudaErrorInvalidValue;
   const RowLayout layout = RegisterLayout(hidden, kElements, kBackwardBlockThreads);
   const int block_threads = layout.threads_per_row * layout.rows_per_block;
-  int device = 0;
-  int sms = 0;
-  const cudaError_t error = Multiprocessors(&sms, &device);
+  int blocks = 0;
+  const cudaError_t error = WaveBlocks(kBackwardThreadsPerSm / block_threads, &blocks);
   if (error != cudaSuccess) return error;
-  const int per_sm = kBackwardThreadsPerSm / block_threads;
-  const int64_t blocks = int64_t{sms} * (per_sm > 1 ? per_sm : 1);
-  *partial_rows = static_cast<int>(std::min(CeilDiv(rows, layout.rows_per_block), blocks));
+  *partial_rows = static_cast<int>(std::min(CeilDiv(rows, layout.rows_per_block), int64_t{blocks}));
   return cudaSuccess;
 }
 

@@ -124,11 +124,17 @@ __device__ __forceinline__ void StoreFromFloat(T* p, const float (&in)[kVec]) {
 // ceil(a / b) for a >= 0 and b > 0: blocks or chunks that cover a items.
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The current device's multiprocessor count, and the device.
-inline cudaError_t Multiprocessors(int* sms, int* device) {
-  cudaError_t error = cudaGetDevice(device);
+// One wave of blocks on the current device at `per_sm` blocks per multiprocessor:
+// SMs * max(1, per_sm). No synchronisation; returns the CUDA error of the queries.
+inline cudaError_t WaveBlocks(int per_sm, int* blocks) {
+  int device = 0;
+  cudaError_t error = cudaGetDevice(&device);
   if (error != cudaSuccess) return error;
-  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *device);
+  int sms = 0;
+  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (error != cudaSuccess) return error;
+  *blocks = sms * (per_sm > 1 ? per_sm : 1);
+  return cudaSuccess;
 }
 
 // How many blocks of `threads_per_block` threads the current device holds at once by thread
@@ -136,30 +142,23 @@ inline cudaError_t Multiprocessors(int* sms, int* device) {
 // kernel. No synchronisation; returns the CUDA error of the attribute queries.
 inline cudaError_t ResidentBlocks(int threads_per_block, int* blocks) {
   int device = 0;
-  int sms = 0;
-  cudaError_t error = Multiprocessors(&sms, &device);
+  cudaError_t error = cudaGetDevice(&device);
   if (error != cudaSuccess) return error;
   int threads_per_sm = 0;
   error = cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device);
   if (error != cudaSuccess) return error;
-  const int per_sm = threads_per_sm / threads_per_block;
-  *blocks = sms * (per_sm > 1 ? per_sm : 1);
-  return cudaSuccess;
+  return WaveBlocks(threads_per_sm / threads_per_block, blocks);
 }
 
 // The blocks of `kernel` (launched with threads_per_block threads and no dynamic shared memory)
 // that fit on the device at once, by its registers and shared memory as well as its threads.
 template <typename Kernel>
 cudaError_t ResidentBlocksOf(Kernel kernel, int threads_per_block, int* blocks) {
-  int device = 0;
-  int sms = 0;
-  cudaError_t error = Multiprocessors(&sms, &device);
-  if (error != cudaSuccess) return error;
   int per_sm = 0;
-  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads_per_block, 0);
+  const cudaError_t error =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads_per_block, 0);
   if (error != cudaSuccess) return error;
-  *blocks = sms * (per_sm > 1 ? per_sm : 1);
-  return cudaSuccess;
+  return WaveBlocks(per_sm, blocks);
 }
 
 // Stage two of a deterministic column sum (stage one, in the caller's kernel, writes one fp32

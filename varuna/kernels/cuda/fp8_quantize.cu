@@ -241,30 +241,33 @@ size_t ElementBytes(ElementType type) { return type == ElementType::kFloat32 ? 4
 
 template <typename T, Fp8Encoding kEncoding>
 cudaError_t Launch(const Fp8QuantizeArgs& args, cudaStream_t stream) {
-  int resident = 0;
-  cudaError_t error = ResidentBlocks(kBlockThreads, &resident);
-  if (error != cudaSuccess) return error;
   const T* input = static_cast<const T*>(args.input);
   const int64_t numel = args.rows * args.columns;
-  if (TakesVectorTranspose(args, sizeof(T))) {
+  const bool vector_transpose = TakesVectorTranspose(args, sizeof(T));
+  if (vector_transpose && args.column_sums != nullptr) {
+    const int64_t tile_columns = CeilDiv(args.columns, kVecTile);
+    const int64_t tiles = CeilDiv(args.rows, kVecTile) * tile_columns;
+    // Its registers allow fewer blocks per SM than its threads do: one wave of what fits.
+    const auto kernel = QuantizeTransposeVectorKernel<T, kEncoding, true>;
+    int fit = 0;
+    cudaError_t error = ResidentBlocksOf(kernel, kBlockThreads, &fit);
+    if (error != cudaSuccess) return error;
+    const int blocks = static_cast<int>(tiles < fit ? tiles : fit);
+    kernel<<<blocks, kBlockThreads, 0, stream>>>(
+        input, args.rows, args.columns, tile_columns, tiles, args.scale, args.amax, args.output,
+        args.output_t, args.scale_inv, args.scale_inv_out, args.column_partials);
+    error = cudaGetLastError();
+    if (error != cudaSuccess) return error;
+    return LaunchSumPartialRows<T>(args.column_partials, ColumnSumTiles(args.rows), args.columns,
+                                   static_cast<T*>(args.column_sums), nullptr, stream);
+  }
+  int resident = 0;
+  const cudaError_t error = ResidentBlocks(kBlockThreads, &resident);
+  if (error != cudaSuccess) return error;
+  if (vector_transpose) {
     const int64_t tile_columns = CeilDiv(args.columns, kVecTile);
     const int64_t tiles = CeilDiv(args.rows, kVecTile) * tile_columns;
     const int blocks = static_cast<int>(tiles < resident ? tiles : resident);
-    if (args.column_sums != nullptr) {
-      // Its registers allow fewer blocks per SM than its threads do: one wave of what fits.
-      const auto kernel = QuantizeTransposeVectorKernel<T, kEncoding, true>;
-      int fit = 0;
-      error = ResidentBlocksOf(kernel, kBlockThreads, &fit);
-      if (error != cudaSuccess) return error;
-      const int sum_blocks = static_cast<int>(tiles < fit ? tiles : fit);
-      kernel<<<sum_blocks, kBlockThreads, 0, stream>>>(
-          input, args.rows, args.columns, tile_columns, tiles, args.scale, args.amax, args.output,
-          args.output_t, args.scale_inv, args.scale_inv_out, args.column_partials);
-      error = cudaGetLastError();
-      if (error != cudaSuccess) return error;
-      return LaunchSumPartialRows<T>(args.column_partials, ColumnSumTiles(args.rows), args.columns,
-                                     static_cast<T*>(args.column_sums), nullptr, stream);
-    }
     QuantizeTransposeVectorKernel<T, kEncoding, false><<<blocks, kBlockThreads, 0, stream>>>(
         input, args.rows, args.columns, tile_columns, tiles, args.scale, args.amax, args.output,
         args.output_t, args.scale_inv, args.scale_inv_out, nullptr);

@@ -368,13 +368,10 @@ cudaError_t LayerNormBackwardPartialRows(int64_t rows, int64_t hidden, int* part
                                ? RegisterLayout(hidden, kBackwardElements, kBackwardBlockThreads)
                                : RowLayout{kStreamingThreads, 1};
   const int block_threads = layout.threads_per_row * layout.rows_per_block;
-  int sms = 0;
-  int device = 0;
-  const cudaError_t error = Multiprocessors(&sms, &device);
+  int blocks = 0;
+  const cudaError_t error = WaveBlocks(kBackwardThreadsPerSm / block_threads, &blocks);
   if (error != cudaSuccess) return error;
-  const int per_sm = kBackwardThreadsPerSm / block_threads;
-  const int64_t blocks = int64_t{sms} * (per_sm > 1 ? per_sm : 1);
-  *partial_rows = static_cast<int>(std::min(CeilDiv(rows, layout.rows_per_block), blocks));
+  *partial_rows = static_cast<int>(std::min(CeilDiv(rows, layout.rows_per_block), int64_t{blocks}));
   return cudaSuccess;
 }
 
